@@ -1,0 +1,33 @@
+# Finds every dependency. scripts/install-deps.sh installs them on Debian 12.
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(GTest REQUIRED)
+
+# xxhash ships no CMake config on Debian.
+find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+find_library(XXHASH_LIBRARY xxhash REQUIRED)
+add_library(topspin_xxhash INTERFACE)
+target_include_directories(topspin_xxhash INTERFACE ${XXHASH_INCLUDE_DIR})
+target_link_libraries(topspin_xxhash INTERFACE ${XXHASH_LIBRARY})
+
+find_package(benchmark QUIET)
+
+set(TOPSPIN_HAVE_TORCH OFF)
+if(NOT TOPSPIN_WITH_TORCH STREQUAL "OFF")
+  if(TOPSPIN_WITH_TORCH STREQUAL "ON")
+    find_package(Torch REQUIRED)
+  else()
+    find_package(Torch QUIET)
+  endif()
+  if(Torch_FOUND)
+    set(TOPSPIN_HAVE_TORCH ON)
+    message(STATUS "topspin: LibTorch ${Torch_VERSION} found; building model and train")
+  else()
+    message(STATUS "topspin: LibTorch not found; model and train are not built")
+  endif()
+endif()

@@ -1,0 +1,39 @@
+# topspin_module(NAME DEPS dep...)
+#
+# Defines the static library topspin_NAME (alias topspin::NAME) from
+# src/NAME/*.cc, with include/ public and src/ private. Files ending in
+# _test.cc are not part of the library: they form one GoogleTest binary,
+# NAME_test, whose cases are registered with ctest by topspin_add_test.
+function(topspin_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  set(dir ${CMAKE_SOURCE_DIR}/src/${name})
+  file(GLOB sources CONFIGURE_DEPENDS ${dir}/*.cc)
+  set(tests ${sources})
+  list(FILTER sources EXCLUDE REGEX "_(test|bench|fuzz)\\.cc$")
+  list(FILTER tests INCLUDE REGEX "_test\\.cc$")
+  if(NOT sources)
+    message(FATAL_ERROR "module ${name}: no sources in src/${name}/")
+  endif()
+  add_library(topspin_${name} STATIC ${sources})
+  add_library(topspin::${name} ALIAS topspin_${name})
+  target_include_directories(topspin_${name}
+    PUBLIC ${CMAKE_SOURCE_DIR}/include
+    PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(topspin_${name} PUBLIC ${ARG_DEPS})
+  if(tests)
+    topspin_add_test(${name}_test SOURCES ${tests} DEPS topspin::${name})
+  endif()
+endfunction()
+
+# topspin_add_test(NAME SOURCES src... DEPS dep...)
+#
+# The one place tests are registered: builds a GoogleTest binary and adds
+# each of its test cases to ctest (discovered when ctest runs).
+function(topspin_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+    PROPERTIES ENVIRONMENT "TOPSPIN_TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp")
+endfunction()

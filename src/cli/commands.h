@@ -1,0 +1,15 @@
+// The subcommands of `topspin`. Each lives in src/cli/cmd_<name>.cc and
+// registers itself on the app; its callback throws topspin::Error on
+// failure and main() turns that into one line on stderr and an exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace topspin::cli {
+
+void RegisterVersion(CLI::App& app);
+void RegisterConfig(CLI::App& app);
+void RegisterDemo(CLI::App& app);
+void RegisterBench(CLI::App& app);
+
+}  // namespace topspin::cli

@@ -1,0 +1,527 @@
+#include "topspin/core/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "topspin/core/error.h"
+#include "topspin/core/files.h"
+#include "topspin/core/hash.h"
+#include "topspin/core/strings.h"
+
+namespace topspin {
+
+const char* ValueTypeName(ValueType type) {
+  switch (type) {
+    case ValueType::kBool: return "bool";
+    case ValueType::kInt: return "int";
+    case ValueType::kFloat: return "float";
+    case ValueType::kString: return "string";
+    case ValueType::kStringList: return "list of strings";
+  }
+  return "?";
+}
+
+// ---- formatting -------------------------------------------------------------
+
+namespace {
+
+bool LooksLikeNonString(std::string_view s) {
+  static const std::set<std::string, std::less<>> kReserved = {
+      "true", "false", "yes", "no", "on", "off", "null", "~", "True", "False", "Yes",
+      "No",   "On",    "Off", "Null", "NULL", "TRUE", "FALSE"};
+  if (kReserved.contains(s)) return true;
+  double d;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+// YAML text of a string scalar: plain when unambiguous, double-quoted otherwise.
+std::string YamlString(std::string_view s) {
+  const bool plain = !s.empty() && !LooksLikeNonString(s) && s.front() != ' ' &&
+                     s.back() != ' ' && s.find_first_of(":#{}[],&*!|>'\"%@`\\\n\t") == s.npos &&
+                     s.front() != '-' && s.front() != '?';
+  if (plain) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string FormatFloat(double v) {
+  if (v == 0.0) v = 0.0;  // -0 and 0 mean the same
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // keep it a float in YAML
+  return s;
+}
+
+std::string YamlValue(const ConfigValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          return fmt::format("{}", v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          return FormatFloat(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return YamlString(v);
+        } else {
+          std::vector<std::string> items;
+          for (const auto& item : v) items.push_back(YamlString(item));
+          return "[" + Join(items, ", ") + "]";
+        }
+      },
+      value);
+}
+
+}  // namespace
+
+std::string FormatConfigValue(const ConfigValue& value) { return YamlValue(value); }
+
+std::string ValueOrigin::Format() const {
+  switch (kind) {
+    case Kind::kDefault: return "default";
+    case Kind::kFile: return fmt::format("{}:{}", file, line);
+    case Kind::kOverride: return fmt::format("--set {}", text);
+  }
+  return "";
+}
+
+// ---- Schema -------------------------------------------------------------------
+
+Schema& Schema::Section(std::string name, std::string doc) {
+  sections_.emplace_back(std::move(name), std::move(doc));
+  return *this;
+}
+
+Schema& Schema::Add(FieldSpec field) {
+  if (Find(field.key) != nullptr) throw InternalError("schema: duplicate key " + field.key);
+  fields_.push_back(std::move(field));
+  return *this;
+}
+
+const FieldSpec* Schema::Find(std::string_view key) const {
+  for (const auto& f : fields_) {
+    if (f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+bool Schema::IsGroup(std::string_view prefix) const {
+  const std::string p = std::string(prefix) + ".";
+  return std::any_of(fields_.begin(), fields_.end(),
+                     [&](const FieldSpec& f) { return f.key.starts_with(p); });
+}
+
+std::vector<std::string> Schema::ChildNames(std::string_view prefix) const {
+  const std::string p = prefix.empty() ? "" : std::string(prefix) + ".";
+  std::vector<std::string> names;
+  for (const auto& f : fields_) {
+    if (!f.key.starts_with(p)) continue;
+    std::string rest = f.key.substr(p.size());
+    rest = rest.substr(0, rest.find('.'));
+    if (std::find(names.begin(), names.end(), rest) == names.end()) names.push_back(rest);
+  }
+  return names;
+}
+
+std::vector<std::string> Schema::Keys() const {
+  std::vector<std::string> keys;
+  for (const auto& f : fields_) keys.push_back(f.key);
+  return keys;
+}
+
+std::string Schema::ToMarkdown() const {
+  std::string out;
+  for (const auto& [section, doc] : sections_) {
+    out += fmt::format("## `{}`\n\n{}\n\n", section, doc);
+    out += "| key | type | default | allowed | what it does |\n|---|---|---|---|---|\n";
+    for (const auto& f : fields_) {
+      if (!f.key.starts_with(section + ".")) continue;
+      std::string allowed;
+      if (!f.choices.empty()) {
+        allowed = Join(f.choices, ", ");
+      } else if (f.min || f.max) {
+        const auto bound = [&](std::optional<double> b) {
+          return b ? (f.type == ValueType::kInt ? fmt::format("{}", static_cast<int64_t>(*b))
+                                                : fmt::format("{}", *b))
+                   : std::string();
+        };
+        allowed = fmt::format("{} .. {}", bound(f.min), bound(f.max));
+      }
+      std::string def = YamlValue(f.default_value);
+      std::replace(def.begin(), def.end(), '|', '/');
+      out += fmt::format("| `{}` | {} | `{}` | {} | {}{} |\n", f.key, ValueTypeName(f.type), def,
+                         allowed, f.doc, f.hashed ? "" : " (not part of the config hash)");
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// ---- conversion -----------------------------------------------------------------
+
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+std::string DescribeNode(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "nothing";
+    default: return fmt::format("\"{}\"", node.Scalar());
+  }
+}
+
+void CheckRange(const FieldSpec& spec, double v, const std::string& text, const ErrorWhere& where) {
+  const bool low = spec.min && v < *spec.min;
+  const bool high = spec.max && v > *spec.max;
+  if (!low && !high) return;
+  const auto fmt_bound = [&](double b) {
+    return spec.type == ValueType::kInt ? fmt::format("{}", static_cast<int64_t>(b))
+                                        : fmt::format("{}", b);
+  };
+  std::string range;
+  if (spec.min && spec.max) {
+    range = fmt::format("between {} and {}", fmt_bound(*spec.min), fmt_bound(*spec.max));
+  } else if (spec.min) {
+    range = fmt::format("at least {}", fmt_bound(*spec.min));
+  } else {
+    range = fmt::format("at most {}", fmt_bound(*spec.max));
+  }
+  throw ConfigError(fmt::format("value {} is out of range: must be {}", text, range), where,
+                    fmt::format("{} (default {})", spec.doc, YamlValue(spec.default_value)));
+}
+
+ConfigValue ConvertScalar(const FieldSpec& spec, const std::string& text, const ErrorWhere& where) {
+  const auto wrong_type = [&] {
+    return ConfigError(
+        fmt::format("expected {}, got \"{}\"", ValueTypeName(spec.type), text), where,
+        fmt::format("{} (default {})", spec.doc, YamlValue(spec.default_value)));
+  };
+  switch (spec.type) {
+    case ValueType::kBool: {
+      const std::string t = Lower(text);
+      if (t == "true" || t == "yes" || t == "on") return true;
+      if (t == "false" || t == "no" || t == "off") return false;
+      throw wrong_type();
+    }
+    case ValueType::kInt: {
+      std::string_view s = text;
+      if (s.starts_with('+')) s.remove_prefix(1);
+      int64_t v = 0;
+      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec == std::errc::result_out_of_range) {
+        throw ConfigError(fmt::format("integer \"{}\" does not fit in 64 bits", text), where);
+      }
+      if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) throw wrong_type();
+      CheckRange(spec, static_cast<double>(v), text, where);
+      return v;
+    }
+    case ValueType::kFloat: {
+      std::string_view s = text;
+      if (s.starts_with('+')) s.remove_prefix(1);
+      double v = 0;
+      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) throw wrong_type();
+      if (!std::isfinite(v)) throw ConfigError(fmt::format("value \"{}\" is not finite", text), where);
+      CheckRange(spec, v, text, where);
+      return v;
+    }
+    case ValueType::kString: {
+      if (!spec.choices.empty() &&
+          std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
+        const auto guess = ClosestMatch(text, spec.choices);
+        throw ConfigError(
+            fmt::format("\"{}\" is not one of: {}", text, Join(spec.choices, ", ")), where,
+            guess ? fmt::format("did you mean \"{}\"?", *guess) : spec.doc);
+      }
+      return text;
+    }
+    case ValueType::kStringList: return std::vector<std::string>{text};
+  }
+  throw InternalError("unhandled value type");
+}
+
+ConfigValue ConvertNode(const FieldSpec& spec, const YAML::Node& node, const ErrorWhere& where) {
+  if (spec.type == ValueType::kStringList) {
+    if (node.IsNull()) return std::vector<std::string>{};
+    if (!node.IsSequence()) {
+      throw ConfigError(fmt::format("expected a list of strings, got {}", DescribeNode(node)),
+                        where, "write a list as [a, b]");
+    }
+    std::vector<std::string> items;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) {
+        throw ConfigError(fmt::format("list items must be strings, got {}", DescribeNode(item)),
+                          where);
+      }
+      items.push_back(item.Scalar());
+    }
+    return items;
+  }
+  if (!node.IsScalar()) {
+    throw ConfigError(
+        fmt::format("expected {}, got {}", ValueTypeName(spec.type), DescribeNode(node)), where,
+        fmt::format("{} (default {})", spec.doc, YamlValue(spec.default_value)));
+  }
+  return ConvertScalar(spec, node.Scalar(), where);
+}
+
+ErrorWhere WhereOf(const std::string& file, const YAML::Mark& mark, const std::string& key) {
+  ErrorWhere where{.file = file, .field = key};
+  if (mark.line >= 0) {
+    where.line = mark.line + 1;
+    where.column = mark.column + 1;
+  }
+  return where;
+}
+
+// "did you mean" for a key that is not in the schema: a sibling with a
+// similar name first, then any key ending in the same name (right name,
+// wrong section).
+std::string SuggestKey(const Schema& schema, const std::string& prefix, const std::string& name) {
+  const std::string dot = prefix.empty() ? "" : prefix + ".";
+  if (auto sibling = ClosestMatch(name, schema.ChildNames(prefix))) {
+    return fmt::format("did you mean \"{}{}\"?", dot, *sibling);
+  }
+  for (const auto& key : schema.Keys()) {
+    const std::string last = key.substr(key.rfind('.') + 1);
+    if (last == name) return fmt::format("did you mean \"{}\"?", key);
+  }
+  return fmt::format("valid keys{}: {}; `topspin config schema` lists them all",
+                     prefix.empty() ? "" : " in \"" + prefix + "\"",
+                     Join(schema.ChildNames(prefix), ", "));
+}
+
+}  // namespace
+
+// ---- loading ---------------------------------------------------------------------
+
+// Walks a YAML document and fills a Config's entries, checking every key.
+class ConfigBuilder {
+ public:
+  ConfigBuilder(Config* config, std::string file) : config_(config), file_(std::move(file)) {}
+
+  void Walk(const YAML::Node& map, const std::string& prefix) {
+    for (const auto& kv : map) {
+      const YAML::Node& key_node = kv.first;
+      const YAML::Node& value = kv.second;
+      const std::string name = key_node.Scalar();
+      const std::string key = prefix.empty() ? name : prefix + "." + name;
+      const ErrorWhere where = WhereOf(file_, key_node.Mark(), key);
+      if (auto [it, fresh] = seen_.emplace(key, where.line.value_or(0)); !fresh) {
+        throw ConfigError("key appears twice", where,
+                          fmt::format("the first is on line {}; keep one", it->second));
+      }
+      const Schema& schema = *config_->schema_;
+      if (const FieldSpec* spec = schema.Find(key)) {
+        auto& entry = config_->values_.at(key);
+        entry.value = ConvertNode(*spec, value, where);
+        entry.origin = {ValueOrigin::Kind::kFile, file_, where.line.value_or(0), {}};
+      } else if (schema.IsGroup(key)) {
+        if (value.IsMap()) {
+          Walk(value, key);
+        } else if (!value.IsNull()) {
+          throw ConfigError(
+              fmt::format("\"{}\" is a section and needs keys below it, got {}", key,
+                          DescribeNode(value)),
+              where, fmt::format("keys in \"{}\": {}", key, Join(schema.ChildNames(key), ", ")));
+        }
+      } else {
+        throw ConfigError("unknown key", where, SuggestKey(schema, prefix, name));
+      }
+    }
+  }
+
+ private:
+  Config* config_;
+  std::string file_;
+  std::map<std::string, int64_t> seen_;
+};
+
+Config::Config(const Schema& schema, std::string source)
+    : schema_(&schema), source_(std::move(source)) {
+  for (const auto& f : schema.fields()) values_.emplace(f.key, Entry{f.default_value, {}});
+}
+
+Config Config::Defaults(const std::vector<std::string>& overrides, const Schema& schema) {
+  Config config(schema, "<defaults>");
+  for (const auto& o : overrides) config.ApplyOverride(o);
+  return config;
+}
+
+Config Config::Parse(std::string_view yaml, std::string source,
+                     const std::vector<std::string>& overrides, const Schema& schema) {
+  Config config(schema, source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    ErrorWhere where{.file = source};
+    if (e.mark.line >= 0) {
+      where.line = e.mark.line + 1;
+      where.column = e.mark.column + 1;
+    }
+    throw ConfigError(fmt::format("not valid YAML: {}", e.msg), where,
+                      "check indentation and quoting near that line");
+  }
+  if (root.IsDefined() && !root.IsNull()) {
+    if (!root.IsMap()) {
+      throw ConfigError("the top level must be a mapping of sections", WhereOf(source, root.Mark(), ""),
+                        fmt::format("sections: {}", Join(schema.ChildNames(""), ", ")));
+    }
+    ConfigBuilder(&config, source).Walk(root, "");
+  }
+  for (const auto& o : overrides) config.ApplyOverride(o);
+  return config;
+}
+
+Config Config::Load(const std::filesystem::path& path, const std::vector<std::string>& overrides,
+                    const Schema& schema) {
+  if (!std::filesystem::exists(path)) {
+    throw IoError("config file not found", ErrorWhere{.file = path.string()},
+                  "check the path; `topspin config schema` lists every key with its default");
+  }
+  return Parse(ReadFile(path), path.string(), overrides, schema);
+}
+
+void Config::ApplyOverride(const std::string& text) {
+  const size_t eq = text.find('=');
+  const ErrorWhere where{.file = "--set " + text};
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("an override must look like KEY=VALUE", where,
+                      "for example --set pipeline.threads=8");
+  }
+  const std::string key(Trim(std::string_view(text).substr(0, eq)));
+  const std::string raw(Trim(std::string_view(text).substr(eq + 1)));
+  const FieldSpec* spec = schema_->Find(key);
+  if (spec == nullptr) {
+    const auto guess = ClosestMatch(key, schema_->Keys());
+    throw ConfigError("unknown key", ErrorWhere{.file = where.file, .field = key},
+                      guess ? fmt::format("did you mean \"{}\"?", *guess)
+                            : "`topspin config schema` lists every key");
+  }
+  const ErrorWhere key_where{.file = where.file, .field = key};
+  ConfigValue value;
+  if (spec->type == ValueType::kStringList) {
+    YAML::Node node;
+    try {
+      node = YAML::Load(raw);
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(fmt::format("not a valid list: {}", e.msg), key_where, "write [a, b]");
+    }
+    value = node.IsScalar() ? ConfigValue(Split(raw, ',')) : ConvertNode(*spec, node, key_where);
+  } else {
+    std::string scalar = raw;
+    if (scalar.size() >= 2 && (scalar.front() == '"' || scalar.front() == '\'') &&
+        scalar.back() == scalar.front()) {
+      scalar = scalar.substr(1, scalar.size() - 2);
+    }
+    value = ConvertScalar(*spec, scalar, key_where);
+  }
+  auto& entry = values_.at(key);
+  entry.value = std::move(value);
+  entry.origin = {ValueOrigin::Kind::kOverride, {}, 0, text};
+}
+
+// ---- access -------------------------------------------------------------------------
+
+const Config::Entry& Config::Lookup(std::string_view key, ValueType type) const {
+  const auto it = values_.find(key);
+  const FieldSpec* spec = schema_->Find(key);
+  if (it == values_.end() || spec == nullptr) {
+    throw InternalError(fmt::format("config key \"{}\" is not in the schema", key));
+  }
+  if (spec->type != type) {
+    throw InternalError(fmt::format("config key \"{}\" is {}, read as {}", key,
+                                    ValueTypeName(spec->type), ValueTypeName(type)));
+  }
+  return it->second;
+}
+
+bool Config::GetBool(std::string_view key) const {
+  return std::get<bool>(Lookup(key, ValueType::kBool).value);
+}
+int64_t Config::GetInt(std::string_view key) const {
+  return std::get<int64_t>(Lookup(key, ValueType::kInt).value);
+}
+double Config::GetFloat(std::string_view key) const {
+  return std::get<double>(Lookup(key, ValueType::kFloat).value);
+}
+const std::string& Config::GetString(std::string_view key) const {
+  return std::get<std::string>(Lookup(key, ValueType::kString).value);
+}
+const std::vector<std::string>& Config::GetStringList(std::string_view key) const {
+  return std::get<std::vector<std::string>>(Lookup(key, ValueType::kStringList).value);
+}
+const ConfigValue& Config::Get(std::string_view key) const {
+  const FieldSpec* spec = schema_->Find(key);
+  if (spec == nullptr) throw InternalError(fmt::format("config key \"{}\" is not in the schema", key));
+  return Lookup(key, spec->type).value;
+}
+const ValueOrigin& Config::Origin(std::string_view key) const {
+  const FieldSpec* spec = schema_->Find(key);
+  if (spec == nullptr) throw InternalError(fmt::format("config key \"{}\" is not in the schema", key));
+  return Lookup(key, spec->type).origin;
+}
+
+// ---- output ----------------------------------------------------------------------------
+
+std::string Config::ToYaml(bool with_origins) const {
+  std::string out;
+  std::vector<std::string> open;  // path components of the current group
+  for (const auto& f : schema_->fields()) {
+    const std::vector<std::string> parts = Split(f.key, '.');
+    size_t common = 0;
+    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common]) {
+      ++common;
+    }
+    open.resize(common);
+    for (size_t i = common; i + 1 < parts.size(); ++i) {
+      out += fmt::format("{:{}}{}:\n", "", 2 * i, parts[i]);
+      open.push_back(parts[i]);
+    }
+    const Entry& e = values_.at(f.key);
+    out += fmt::format("{:{}}{}: {}", "", 2 * (parts.size() - 1), parts.back(), YamlValue(e.value));
+    if (with_origins && e.origin.kind != ValueOrigin::Kind::kDefault) {
+      out += "  # " + e.origin.Format();
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string Config::CanonicalText() const {
+  std::string out;
+  for (const auto& [key, entry] : values_) {  // std::map: sorted by key
+    if (!schema_->Find(key)->hashed) continue;
+    out += fmt::format("{}={}\n", key, YamlValue(entry.value));
+  }
+  return out;
+}
+
+std::string Config::Hash() const { return HexU64(Xxh3(CanonicalText())); }
+
+}  // namespace topspin

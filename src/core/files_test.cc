@@ -1,0 +1,146 @@
+#include "topspin/core/files.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/test_util.h"
+#include "topspin/core/error.h"
+
+namespace topspin {
+namespace {
+
+using ::testing::HasSubstr;
+
+size_t CountEntries(const fs::path& dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+TEST(AtomicFile, WritesAndReplaces) {
+  testing::TempDir dir;
+  const fs::path p = dir / "a.txt";
+  WriteFileAtomic(p, "first");
+  EXPECT_EQ(ReadFile(p), "first");
+  WriteFileAtomic(p, "second, longer");
+  EXPECT_EQ(ReadFile(p), "second, longer");
+  EXPECT_EQ(CountEntries(dir.path()), 1u);  // no temporary file left behind
+}
+
+TEST(AtomicFile, WriterDestroyedWithoutCommitLeavesOldFileAndNoTemp) {
+  testing::TempDir dir;
+  const fs::path p = dir / "a.txt";
+  WriteFileAtomic(p, "old");
+  {
+    AtomicFileWriter writer(p);
+    writer.Write("new content that never lands");
+    EXPECT_TRUE(fs::exists(writer.temp_path()));
+  }
+  EXPECT_EQ(ReadFile(p), "old");
+  EXPECT_EQ(CountEntries(dir.path()), 1u);
+}
+
+// A process that dies between writing and renaming (no destructors run, as
+// in a crash or SIGKILL) must leave the old file intact.
+TEST(AtomicFile, CrashBetweenWriteAndRenameLeavesOldFileIntact) {
+  testing::TempDir dir;
+  const fs::path p = dir / "checkpoint.json";
+  WriteFileAtomic(p, "{\"step\": 100}");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto* writer = new AtomicFileWriter(p);  // never destroyed: the process dies
+    writer->Write("{\"step\": 2");           // half of the new content
+    ::_exit(0);                              // crash before Commit()
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(ReadFile(p), "{\"step\": 100}");
+  // The orphaned temporary file is hidden (dot-prefixed) and never mistaken for the target.
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    if (e.path() != p) {
+      EXPECT_EQ(e.path().filename().string().front(), '.');
+    }
+  }
+}
+
+TEST(AtomicFile, ErrorsNameThePath) {
+  try {
+    WriteFileAtomic("/nonexistent-dir/x.txt", "x");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_THAT(e.Message(), HasSubstr("/nonexistent-dir/x.txt"));
+    EXPECT_THAT(e.Message(), HasSubstr("No such file or directory"));
+  }
+}
+
+TEST(MmapFile, MapsContentAndEmptyFiles) {
+  testing::TempDir dir;
+  WriteFileAtomic(dir / "f", "0123456789");
+  MmapFile f(dir / "f");
+  ASSERT_EQ(f.size(), 10u);
+  EXPECT_EQ(f.view(), "0123456789");
+  MmapFile moved(std::move(f));
+  EXPECT_EQ(moved.view().substr(3, 2), "34");
+  EXPECT_EQ(f.size(), 0u);  // NOLINT(bugprone-use-after-move): moved-from is empty
+  WriteFileAtomic(dir / "empty", "");
+  EXPECT_EQ(MmapFile(dir / "empty").size(), 0u);
+  EXPECT_THROW(MmapFile(dir / "missing"), Error);
+  EXPECT_THROW(MmapFile(dir.path()), Error);  // a directory
+}
+
+TEST(AtomicDirectory, AppearsOnlyOnCommit) {
+  testing::TempDir dir;
+  const fs::path out = dir / "dataset";
+  {
+    AtomicDirectory ad(out);
+    WriteFileAtomic(ad.path() / "manifest.json", "{}");
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_EQ(ad.path(), dir / "dataset.incomplete");
+    ad.Commit();
+  }
+  EXPECT_TRUE(fs::exists(out / "manifest.json"));
+  EXPECT_FALSE(fs::exists(dir / "dataset.incomplete"));
+  EXPECT_THROW(AtomicDirectory{out}, Error);  // never overwrites a finished directory
+}
+
+TEST(AtomicDirectory, InterruptedBuildNeverLooksComplete) {
+  testing::TempDir dir;
+  const fs::path out = dir / "dataset";
+  {
+    AtomicDirectory ad(out);
+    WriteFileAtomic(ad.path() / "shard-0", "x");
+  }  // no Commit
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_TRUE(fs::exists(dir / "dataset.incomplete" / "shard-0"));
+  AtomicDirectory again(out);  // a new attempt starts clean
+  EXPECT_FALSE(fs::exists(again.path() / "shard-0"));
+}
+
+TEST(FreeSpace, ReportsAndChecks) {
+  testing::TempDir dir;
+  EXPECT_GT(FreeBytes(dir.path()), 0u);
+  EXPECT_GT(FreeBytes(dir / "not" / "yet" / "created"), 0u);
+  EXPECT_NO_THROW(EnsureFreeSpace(dir.path(), 1, "a test"));
+  try {
+    EnsureFreeSpace(dir.path(), uint64_t{1} << 62, "the shards");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.Message(), HasSubstr("not enough free space for the shards"));
+    EXPECT_THAT(e.hint(), HasSubstr("free disk space"));
+  }
+}
+
+TEST(FormatBytes, UsesBinaryUnits) {
+  EXPECT_EQ(FormatBytes(17), "17 B");
+  EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
+  EXPECT_EQ(FormatBytes(uint64_t{300} << 20), "300 MiB");
+}
+
+}  // namespace
+}  // namespace topspin

@@ -1,0 +1,85 @@
+#include "topspin/core/rng.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace topspin {
+namespace {
+
+__extension__ using U128 = unsigned __int128;
+
+constexpr uint32_t kMul0 = 0xD2511F53u;
+constexpr uint32_t kMul1 = 0xCD9E8D57u;
+constexpr uint32_t kWeyl0 = 0x9E3779B9u;  // golden ratio
+constexpr uint32_t kWeyl1 = 0xBB67AE85u;  // sqrt(3) - 1
+constexpr int kRounds = 10;
+
+inline void MulHiLo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
+  const uint64_t product = uint64_t{a} * b;
+  *hi = static_cast<uint32_t>(product >> 32);
+  *lo = static_cast<uint32_t>(product);
+}
+
+}  // namespace
+
+PhiloxCounter Philox4x32(PhiloxCounter c, PhiloxKey k) {
+  for (int round = 0; round < kRounds; ++round) {
+    if (round > 0) {
+      k[0] += kWeyl0;
+      k[1] += kWeyl1;
+    }
+    uint32_t hi0, lo0, hi1, lo1;
+    MulHiLo(kMul0, c[0], &hi0, &lo0);
+    MulHiLo(kMul1, c[2], &hi1, &lo1);
+    c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
+  }
+  return c;
+}
+
+PhiloxStream::PhiloxStream(uint64_t seed, uint64_t stream)
+    : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}, stream_(stream) {}
+
+void PhiloxStream::Seek(uint64_t index) { position_ = index; }
+
+uint32_t PhiloxStream::NextU32() {
+  const uint64_t block = position_ >> 2;
+  if (block != block_index_) {
+    // counter = (block index, stream id): 2^64 blocks per stream.
+    block_ = Philox4x32({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                         static_cast<uint32_t>(stream_), static_cast<uint32_t>(stream_ >> 32)},
+                        key_);
+    block_index_ = block;
+  }
+  return block_[position_++ & 3];
+}
+
+uint64_t PhiloxStream::NextU64() {
+  const uint64_t lo = NextU32();
+  return lo | (uint64_t{NextU32()} << 32);
+}
+
+float PhiloxStream::NextFloat() { return static_cast<float>(NextU32() >> 8) * 0x1.0p-24f; }
+
+double PhiloxStream::NextDouble() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
+
+uint64_t PhiloxStream::NextBelow(uint64_t bound) {
+  // Lemire, "Fast Random Integer Generation in an Interval" (2019).
+  U128 m = static_cast<U128>(NextU64()) * bound;
+  auto low = static_cast<uint64_t>(m);
+  if (low < bound) {
+    const uint64_t threshold = -bound % bound;
+    while (low < threshold) {
+      m = static_cast<U128>(NextU64()) * bound;
+      low = static_cast<uint64_t>(m);
+    }
+  }
+  return static_cast<uint64_t>(m >> 64);
+}
+
+double PhiloxStream::NextNormal() {
+  const double u1 = 1.0 - NextDouble();  // (0, 1]: log is finite
+  const double u2 = NextDouble();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+}  // namespace topspin
