@@ -1,4 +1,4 @@
 #include "cli/commands.h"
 namespace topspin::cli {
 void RegisterBench(CLI::App&) {}
-}
+}  // namespace topspin::cli

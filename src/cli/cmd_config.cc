@@ -32,9 +32,11 @@ void RegisterConfig(CLI::App& app) {
   auto* config = app.add_subcommand("config", "Show, check and hash configs; list every key");
   config->require_subcommand(1, 1);
 
-  auto* show = config->add_subcommand("show", "Print the resolved config (defaults filled in) and its hash");
+  auto* show =
+      config->add_subcommand("show", "Print the resolved config (defaults filled in) and its hash");
   AddConfigArgs(show, args);
-  show->add_flag("--origins", args.origins, "comment each value with the file line or --set it came from");
+  show->add_flag("--origins", args.origins,
+                 "comment each value with the file line or --set it came from");
   show->callback([] {
     const Config c = LoadConfig(args);
     fmt::print("{}# config hash: {}\n", c.ToYaml(args.origins), c.Hash());
@@ -51,7 +53,8 @@ void RegisterConfig(CLI::App& app) {
     fmt::print("{}: ok (config hash {})\n", args.path.empty() ? "defaults" : args.path, c.Hash());
   });
 
-  auto* schema = config->add_subcommand("schema", "List every key with type, default, range and meaning");
+  auto* schema =
+      config->add_subcommand("schema", "List every key with type, default, range and meaning");
   schema->add_flag("--markdown", args.markdown, "print docs/CONFIG.md's tables");
   schema->callback([] {
     if (args.markdown) {

@@ -24,10 +24,9 @@ void RegisterVersion(CLI::App& app) {
     fmt::print("  cuda      {}\n",
                torch.cuda_available ? fmt::format("yes, {} device(s)", torch.cuda_devices) : "no");
     fmt::print("  blas      {}{}\n", torch.blas_library.empty() ? "unknown" : torch.blas_library,
-               torch.blas_is_optimized
-                   ? ""
-                   : "  (WARNING: not OpenBLAS/MKL; matmul is ~14x slower: "
-                     "apt-get install libopenblas0-pthread)");
+               torch.blas_is_optimized ? ""
+                                       : "  (WARNING: not OpenBLAS/MKL; matmul is ~14x slower: "
+                                         "apt-get install libopenblas0-pthread)");
 #else
     fmt::print("  libtorch  not built in (configure with LibTorch to train)\n");
     fmt::print("  cuda      no\n");

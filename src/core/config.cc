@@ -32,8 +32,8 @@ namespace {
 
 bool LooksLikeNonString(std::string_view s) {
   static const std::set<std::string, std::less<>> kReserved = {
-      "true", "false", "yes", "no", "on", "off", "null", "~", "True", "False", "Yes",
-      "No",   "On",    "Off", "Null", "NULL", "TRUE", "FALSE"};
+      "true",  "false", "yes", "no", "on",  "off",  "null", "~",    "True",
+      "False", "Yes",   "No",  "On", "Off", "Null", "NULL", "TRUE", "FALSE"};
   if (kReserved.contains(s)) return true;
   double d;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
@@ -42,9 +42,9 @@ bool LooksLikeNonString(std::string_view s) {
 
 // YAML text of a string scalar: plain when unambiguous, double-quoted otherwise.
 std::string YamlString(std::string_view s) {
-  const bool plain = !s.empty() && !LooksLikeNonString(s) && s.front() != ' ' &&
-                     s.back() != ' ' && s.find_first_of(":#{}[],&*!|>'\"%@`\\\n\t") == s.npos &&
-                     s.front() != '-' && s.front() != '?';
+  const bool plain = !s.empty() && !LooksLikeNonString(s) && s.front() != ' ' && s.back() != ' ' &&
+                     s.find_first_of(":#{}[],&*!|>'\"%@`\\\n\t") == s.npos && s.front() != '-' &&
+                     s.front() != '?';
   if (plain) return std::string(s);
   std::string out = "\"";
   for (char c : s) {
@@ -92,7 +92,9 @@ std::string YamlValue(const ConfigValue& value) {
 
 }  // namespace
 
-std::string FormatConfigValue(const ConfigValue& value) { return YamlValue(value); }
+std::string FormatConfigValue(const ConfigValue& value) {
+  return YamlValue(value);
+}
 
 std::string ValueOrigin::Format() const {
   switch (kind) {
@@ -181,7 +183,8 @@ namespace {
 
 std::string Lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return out;
 }
 
@@ -216,9 +219,9 @@ void CheckRange(const FieldSpec& spec, double v, const std::string& text, const 
 
 ConfigValue ConvertScalar(const FieldSpec& spec, const std::string& text, const ErrorWhere& where) {
   const auto wrong_type = [&] {
-    return ConfigError(
-        fmt::format("expected {}, got \"{}\"", ValueTypeName(spec.type), text), where,
-        fmt::format("{} (default {})", spec.doc, YamlValue(spec.default_value)));
+    return ConfigError(fmt::format("expected {}, got \"{}\"", ValueTypeName(spec.type), text),
+                       where,
+                       fmt::format("{} (default {})", spec.doc, YamlValue(spec.default_value)));
   };
   switch (spec.type) {
     case ValueType::kBool: {
@@ -245,7 +248,8 @@ ConfigValue ConvertScalar(const FieldSpec& spec, const std::string& text, const 
       double v = 0;
       auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
       if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) throw wrong_type();
-      if (!std::isfinite(v)) throw ConfigError(fmt::format("value \"{}\" is not finite", text), where);
+      if (!std::isfinite(v))
+        throw ConfigError(fmt::format("value \"{}\" is not finite", text), where);
       CheckRange(spec, v, text, where);
       return v;
     }
@@ -253,9 +257,8 @@ ConfigValue ConvertScalar(const FieldSpec& spec, const std::string& text, const 
       if (!spec.choices.empty() &&
           std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
         const auto guess = ClosestMatch(text, spec.choices);
-        throw ConfigError(
-            fmt::format("\"{}\" is not one of: {}", text, Join(spec.choices, ", ")), where,
-            guess ? fmt::format("did you mean \"{}\"?", *guess) : spec.doc);
+        throw ConfigError(fmt::format("\"{}\" is not one of: {}", text, Join(spec.choices, ", ")),
+                          where, guess ? fmt::format("did you mean \"{}\"?", *guess) : spec.doc);
       }
       return text;
     }
@@ -389,7 +392,8 @@ Config Config::Parse(std::string_view yaml, std::string source,
   }
   if (root.IsDefined() && !root.IsNull()) {
     if (!root.IsMap()) {
-      throw ConfigError("the top level must be a mapping of sections", WhereOf(source, root.Mark(), ""),
+      throw ConfigError("the top level must be a mapping of sections",
+                        WhereOf(source, root.Mark(), ""),
                         fmt::format("sections: {}", Join(schema.ChildNames(""), ", ")));
     }
     ConfigBuilder(&config, source).Walk(root, "");
@@ -478,12 +482,14 @@ const std::vector<std::string>& Config::GetStringList(std::string_view key) cons
 }
 const ConfigValue& Config::Get(std::string_view key) const {
   const FieldSpec* spec = schema_->Find(key);
-  if (spec == nullptr) throw InternalError(fmt::format("config key \"{}\" is not in the schema", key));
+  if (spec == nullptr)
+    throw InternalError(fmt::format("config key \"{}\" is not in the schema", key));
   return Lookup(key, spec->type).value;
 }
 const ValueOrigin& Config::Origin(std::string_view key) const {
   const FieldSpec* spec = schema_->Find(key);
-  if (spec == nullptr) throw InternalError(fmt::format("config key \"{}\" is not in the schema", key));
+  if (spec == nullptr)
+    throw InternalError(fmt::format("config key \"{}\" is not in the schema", key));
   return Lookup(key, spec->type).origin;
 }
 
@@ -522,6 +528,8 @@ std::string Config::CanonicalText() const {
   return out;
 }
 
-std::string Config::Hash() const { return HexU64(Xxh3(CanonicalText())); }
+std::string Config::Hash() const {
+  return HexU64(Xxh3(CanonicalText()));
+}
 
 }  // namespace topspin

@@ -9,72 +9,169 @@ constexpr double kMaxInt = 9.0e15;
 Schema BuildSchema() {
   Schema s;
   s.Section("run", "What the run is called, its seed, and where its outputs go.")
-      .Add({.key = "run.name", .type = VT::kString, .default_value = std::string("run"),
-            .doc = "name of the run; the run directory is <run.dir>/<name>-NNN", .hashed = false})
-      .Add({.key = "run.seed", .type = VT::kInt, .default_value = int64_t{0}, .min = 0,
-            .max = kMaxInt, .doc = "seed of every random choice (order, init, dropout)"})
-      .Add({.key = "run.dir", .type = VT::kString, .default_value = std::string("runs"),
-            .doc = "parent directory of run directories", .hashed = false})
-      .Add({.key = "run.log_level", .type = VT::kString, .default_value = std::string("info"),
+      .Add({.key = "run.name",
+            .type = VT::kString,
+            .default_value = std::string("run"),
+            .doc = "name of the run; the run directory is <run.dir>/<name>-NNN",
+            .hashed = false})
+      .Add({.key = "run.seed",
+            .type = VT::kInt,
+            .default_value = int64_t{0},
+            .min = 0,
+            .max = kMaxInt,
+            .doc = "seed of every random choice (order, init, dropout)"})
+      .Add({.key = "run.dir",
+            .type = VT::kString,
+            .default_value = std::string("runs"),
+            .doc = "parent directory of run directories",
+            .hashed = false})
+      .Add({.key = "run.log_level",
+            .type = VT::kString,
+            .default_value = std::string("info"),
             .choices = {"trace", "debug", "info", "warn", "error", "off"},
-            .doc = "console log level (--log-level wins)", .hashed = false})
-      .Add({.key = "run.progress_interval_s", .type = VT::kFloat, .default_value = 10.0,
-            .min = 0.1, .max = 3600, .doc = "seconds between progress lines when not on a terminal",
+            .doc = "console log level (--log-level wins)",
+            .hashed = false})
+      .Add({.key = "run.progress_interval_s",
+            .type = VT::kFloat,
+            .default_value = 10.0,
+            .min = 0.1,
+            .max = 3600,
+            .doc = "seconds between progress lines when not on a terminal",
             .hashed = false});
   s.Section("data", "Datasets: directories written by `topspin convert` or `topspin gen`.")
-      .Add({.key = "data.train", .type = VT::kString, .default_value = std::string(""),
+      .Add({.key = "data.train",
+            .type = VT::kString,
+            .default_value = std::string(""),
             .doc = "training dataset directory"})
-      .Add({.key = "data.valid", .type = VT::kString, .default_value = std::string(""),
+      .Add({.key = "data.valid",
+            .type = VT::kString,
+            .default_value = std::string(""),
             .doc = "validation dataset directory (empty: no validation)"});
   s.Section("pipeline", "The input pipeline; `topspin tune` picks these from measurements.")
-      .Add({.key = "pipeline.threads", .type = VT::kInt, .default_value = int64_t{4}, .min = 1,
-            .max = 256, .doc = "worker threads for read, decode and transform"})
-      .Add({.key = "pipeline.prefetch", .type = VT::kInt, .default_value = int64_t{4}, .min = 1,
-            .max = 1024, .doc = "batches prepared ahead of the trainer"})
-      .Add({.key = "pipeline.batch_size", .type = VT::kInt, .default_value = int64_t{256},
-            .min = 1, .max = 16777216, .doc = "global batch size in samples (lists or sequences)"})
-      .Add({.key = "pipeline.shuffle", .type = VT::kString, .default_value = std::string("block"),
+      .Add({.key = "pipeline.threads",
+            .type = VT::kInt,
+            .default_value = int64_t{4},
+            .min = 1,
+            .max = 256,
+            .doc = "worker threads for read, decode and transform"})
+      .Add({.key = "pipeline.prefetch",
+            .type = VT::kInt,
+            .default_value = int64_t{4},
+            .min = 1,
+            .max = 1024,
+            .doc = "batches prepared ahead of the trainer"})
+      .Add({.key = "pipeline.batch_size",
+            .type = VT::kInt,
+            .default_value = int64_t{256},
+            .min = 1,
+            .max = 16777216,
+            .doc = "global batch size in samples (lists or sequences)"})
+      .Add({.key = "pipeline.shuffle",
+            .type = VT::kString,
+            .default_value = std::string("block"),
             .choices = {"none", "block", "global"},
             .doc = "sample order: none, block (row groups, then within a window) or global"})
-      .Add({.key = "pipeline.drop_last", .type = VT::kBool, .default_value = true,
+      .Add({.key = "pipeline.drop_last",
+            .type = VT::kBool,
+            .default_value = true,
             .doc = "drop the last partial global batch of an epoch"})
-      .Add({.key = "pipeline.pinned_memory", .type = VT::kBool, .default_value = true,
-            .doc = "page-locked batch buffers on CUDA machines (ignored on CPU)", .hashed = false});
+      .Add({.key = "pipeline.pinned_memory",
+            .type = VT::kBool,
+            .default_value = true,
+            .doc = "page-locked batch buffers on CUDA machines (ignored on CPU)",
+            .hashed = false});
   s.Section("optim", "Optimizer and learning-rate schedule of dense parameters.")
-      .Add({.key = "optim.name", .type = VT::kString, .default_value = std::string("adamw"),
-            .choices = {"adamw", "sgd"}, .doc = "dense optimizer"})
-      .Add({.key = "optim.lr", .type = VT::kFloat, .default_value = 1e-3, .min = 0, .max = 10,
+      .Add({.key = "optim.name",
+            .type = VT::kString,
+            .default_value = std::string("adamw"),
+            .choices = {"adamw", "sgd"},
+            .doc = "dense optimizer"})
+      .Add({.key = "optim.lr",
+            .type = VT::kFloat,
+            .default_value = 1e-3,
+            .min = 0,
+            .max = 10,
             .doc = "peak learning rate"})
-      .Add({.key = "optim.weight_decay", .type = VT::kFloat, .default_value = 0.01, .min = 0,
-            .max = 1, .doc = "decoupled weight decay (AdamW) or L2 (SGD)"})
-      .Add({.key = "optim.beta1", .type = VT::kFloat, .default_value = 0.9, .min = 0, .max = 0.9999,
+      .Add({.key = "optim.weight_decay",
+            .type = VT::kFloat,
+            .default_value = 0.01,
+            .min = 0,
+            .max = 1,
+            .doc = "decoupled weight decay (AdamW) or L2 (SGD)"})
+      .Add({.key = "optim.beta1",
+            .type = VT::kFloat,
+            .default_value = 0.9,
+            .min = 0,
+            .max = 0.9999,
             .doc = "AdamW first-moment decay"})
-      .Add({.key = "optim.beta2", .type = VT::kFloat, .default_value = 0.999, .min = 0,
-            .max = 0.999999, .doc = "AdamW second-moment decay"})
-      .Add({.key = "optim.momentum", .type = VT::kFloat, .default_value = 0.9, .min = 0, .max = 1,
+      .Add({.key = "optim.beta2",
+            .type = VT::kFloat,
+            .default_value = 0.999,
+            .min = 0,
+            .max = 0.999999,
+            .doc = "AdamW second-moment decay"})
+      .Add({.key = "optim.momentum",
+            .type = VT::kFloat,
+            .default_value = 0.9,
+            .min = 0,
+            .max = 1,
             .doc = "SGD momentum"})
-      .Add({.key = "optim.schedule", .type = VT::kString, .default_value = std::string("cosine"),
+      .Add({.key = "optim.schedule",
+            .type = VT::kString,
+            .default_value = std::string("cosine"),
             .choices = {"constant", "cosine", "linear"},
             .doc = "decay after warmup: constant, cosine or linear to min_lr_ratio * lr"})
-      .Add({.key = "optim.warmup_steps", .type = VT::kInt, .default_value = int64_t{100}, .min = 0,
-            .max = kMaxInt, .doc = "linear warmup steps from 0 to lr"})
-      .Add({.key = "optim.min_lr_ratio", .type = VT::kFloat, .default_value = 0.1, .min = 0,
-            .max = 1, .doc = "final learning rate as a fraction of lr"});
+      .Add({.key = "optim.warmup_steps",
+            .type = VT::kInt,
+            .default_value = int64_t{100},
+            .min = 0,
+            .max = kMaxInt,
+            .doc = "linear warmup steps from 0 to lr"})
+      .Add({.key = "optim.min_lr_ratio",
+            .type = VT::kFloat,
+            .default_value = 0.1,
+            .min = 0,
+            .max = 1,
+            .doc = "final learning rate as a fraction of lr"});
   s.Section("train", "The training loop.")
-      .Add({.key = "train.steps", .type = VT::kInt, .default_value = int64_t{1000}, .min = 1,
-            .max = kMaxInt, .doc = "optimizer steps"})
-      .Add({.key = "train.log_every", .type = VT::kInt, .default_value = int64_t{50}, .min = 1,
-            .max = kMaxInt, .doc = "steps between metric records", .hashed = false})
-      .Add({.key = "train.eval_every", .type = VT::kInt, .default_value = int64_t{500}, .min = 0,
-            .max = kMaxInt, .doc = "steps between evaluations (0: only at the end)"})
-      .Add({.key = "train.checkpoint_every", .type = VT::kInt, .default_value = int64_t{1000},
-            .min = 0, .max = kMaxInt, .doc = "steps between checkpoints (0: only at the end)",
+      .Add({.key = "train.steps",
+            .type = VT::kInt,
+            .default_value = int64_t{1000},
+            .min = 1,
+            .max = kMaxInt,
+            .doc = "optimizer steps"})
+      .Add({.key = "train.log_every",
+            .type = VT::kInt,
+            .default_value = int64_t{50},
+            .min = 1,
+            .max = kMaxInt,
+            .doc = "steps between metric records",
+            .hashed = false})
+      .Add({.key = "train.eval_every",
+            .type = VT::kInt,
+            .default_value = int64_t{500},
+            .min = 0,
+            .max = kMaxInt,
+            .doc = "steps between evaluations (0: only at the end)"})
+      .Add({.key = "train.checkpoint_every",
+            .type = VT::kInt,
+            .default_value = int64_t{1000},
+            .min = 0,
+            .max = kMaxInt,
+            .doc = "steps between checkpoints (0: only at the end)",
             .hashed = false});
   s.Section("dist", "Distributed training.")
-      .Add({.key = "dist.backend", .type = VT::kString, .default_value = std::string("auto"),
-            .choices = {"auto", "gloo", "nccl"}, .doc = "c10d backend; auto: nccl on GPU, gloo on CPU"})
-      .Add({.key = "dist.nproc", .type = VT::kInt, .default_value = int64_t{1}, .min = 1,
-            .max = 4096, .doc = "processes on this host for a local launch (--nproc wins)",
+      .Add({.key = "dist.backend",
+            .type = VT::kString,
+            .default_value = std::string("auto"),
+            .choices = {"auto", "gloo", "nccl"},
+            .doc = "c10d backend; auto: nccl on GPU, gloo on CPU"})
+      .Add({.key = "dist.nproc",
+            .type = VT::kInt,
+            .default_value = int64_t{1},
+            .min = 1,
+            .max = 4096,
+            .doc = "processes on this host for a local launch (--nproc wins)",
             .hashed = false});
   return s;
 }
@@ -102,9 +199,11 @@ PipelineConfig PipelineConfig::From(const Config& c) {
 }
 
 OptimConfig OptimConfig::From(const Config& c) {
-  return {c.GetString("optim.name"),    c.GetFloat("optim.lr"),       c.GetFloat("optim.weight_decay"),
-          c.GetFloat("optim.beta1"),    c.GetFloat("optim.beta2"),    c.GetFloat("optim.momentum"),
-          c.GetString("optim.schedule"), c.GetInt("optim.warmup_steps"), c.GetFloat("optim.min_lr_ratio")};
+  return {c.GetString("optim.name"),        c.GetFloat("optim.lr"),
+          c.GetFloat("optim.weight_decay"), c.GetFloat("optim.beta1"),
+          c.GetFloat("optim.beta2"),        c.GetFloat("optim.momentum"),
+          c.GetString("optim.schedule"),    c.GetInt("optim.warmup_steps"),
+          c.GetFloat("optim.min_lr_ratio")};
 }
 
 TrainConfig TrainConfig::From(const Config& c) {

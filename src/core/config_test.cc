@@ -13,7 +13,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const Schema& S() { return TopspinSchema(); }
+const Schema& S() {
+  return TopspinSchema();
+}
 
 Config ParseText(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
   return Config::Parse(yaml, "test.yaml", overrides, S());
@@ -102,8 +104,7 @@ TEST(Config, ChoicesAreCheckedWithASuggestion) {
 }
 
 TEST(Config, DuplicateKeysAreAnError) {
-  const Error e =
-      ExpectConfigError([] { ParseText("pipeline:\n  threads: 2\n  threads: 3\n"); });
+  const Error e = ExpectConfigError([] { ParseText("pipeline:\n  threads: 2\n  threads: 3\n"); });
   EXPECT_EQ(e.where().line, 3);
   EXPECT_THAT(e.hint(), HasSubstr("line 2"));
 }
@@ -159,8 +160,9 @@ TEST(Config, HashIsStableAcrossBuildsAndMachines) {
 }
 
 TEST(Config, ToYamlRoundTripsToTheSameConfig) {
-  const Config a = ParseText("pipeline:\n  threads: 8\nrun:\n  name: \"odd: name\"\noptim:\n  lr: 2\n",
-                             {"pipeline.shuffle=none"});
+  const Config a =
+      ParseText("pipeline:\n  threads: 8\nrun:\n  name: \"odd: name\"\noptim:\n  lr: 2\n",
+                {"pipeline.shuffle=none"});
   const std::string yaml = a.ToYaml();
   EXPECT_THAT(yaml, HasSubstr("pipeline:\n  threads: 8\n"));
   EXPECT_THAT(yaml, HasSubstr("lr: 2.0\n"));

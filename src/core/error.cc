@@ -48,7 +48,9 @@ std::string Error::Message() const {
   return out;
 }
 
-int ExitCodeFor(const Error& error) { return error.IsUserError() ? kExitUser : kExitInternal; }
+int ExitCodeFor(const Error& error) {
+  return error.IsUserError() ? kExitUser : kExitInternal;
+}
 
 Error ConfigError(std::string what, ErrorWhere where, std::string hint) {
   return Error(ErrorKind::kConfig, std::move(what), std::move(where), std::move(hint));

@@ -8,10 +8,10 @@ namespace topspin {
 namespace {
 
 TEST(Error, MessageNamesFileLineFieldAndHint) {
-  const Error e = ConfigError("unknown key",
-                              ErrorWhere{.file = "configs/x.yaml", .field = "pipeline.thread",
-                                         .line = 12, .column = 3},
-                              "did you mean \"pipeline.threads\"?");
+  const Error e = ConfigError(
+      "unknown key",
+      ErrorWhere{.file = "configs/x.yaml", .field = "pipeline.thread", .line = 12, .column = 3},
+      "did you mean \"pipeline.threads\"?");
   EXPECT_EQ(e.Message(),
             "configs/x.yaml:12:3: \"pipeline.thread\": unknown key; hint: did you mean "
             "\"pipeline.threads\"?");
@@ -19,9 +19,9 @@ TEST(Error, MessageNamesFileLineFieldAndHint) {
 }
 
 TEST(Error, ByteOffsetsAndBareMessages) {
-  const Error e = DataError("checksum mismatch",
-                            ErrorWhere{.file = "shard-00003.tshard", .field = "price",
-                                       .byte_offset = 41943040});
+  const Error e = DataError(
+      "checksum mismatch",
+      ErrorWhere{.file = "shard-00003.tshard", .field = "price", .byte_offset = 41943040});
   EXPECT_EQ(e.Message(), "shard-00003.tshard: byte 41943040: \"price\": checksum mismatch");
   EXPECT_EQ(IoError("plain").Message(), "plain");
   EXPECT_STREQ(e.what(), "checksum mismatch");

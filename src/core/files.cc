@@ -1,9 +1,6 @@
 #include "topspin/core/files.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +8,9 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "topspin/core/error.h"
 #include "topspin/core/rng.h"
@@ -40,9 +40,9 @@ fs::path ParentOrDot(const fs::path& path) {
 
 // A temp name unlikely to collide between processes and threads.
 fs::path TempPathFor(const fs::path& target) {
-  static thread_local PhiloxStream stream(static_cast<uint64_t>(::getpid()) << 20 ^
-                                              reinterpret_cast<uintptr_t>(&target),
-                                          static_cast<uint64_t>(::time(nullptr)));
+  static thread_local PhiloxStream stream(
+      static_cast<uint64_t>(::getpid()) << 20 ^ reinterpret_cast<uintptr_t>(&target),
+      static_cast<uint64_t>(::time(nullptr)));
   return ParentOrDot(target) /
          fmt::format(".{}.tmp-{}-{:08x}", target.filename().string(), ::getpid(), stream.NextU32());
 }
@@ -79,7 +79,9 @@ MmapFile::MmapFile(const fs::path& path) : path_(path) {
   data_ = static_cast<const std::byte*>(p);
 }
 
-MmapFile::~MmapFile() { Reset(); }
+MmapFile::~MmapFile() {
+  Reset();
+}
 
 MmapFile::MmapFile(MmapFile&& other) noexcept
     : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
@@ -194,7 +196,8 @@ uint64_t FreeBytes(const fs::path& path) {
   }
   if (!fs::exists(probe)) probe = ".";
   struct statvfs st {};
-  if (::statvfs(probe.c_str(), &st) != 0) throw SystemError("cannot statvfs", probe.string(), errno);
+  if (::statvfs(probe.c_str(), &st) != 0)
+    throw SystemError("cannot statvfs", probe.string(), errno);
   return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 

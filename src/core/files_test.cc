@@ -1,10 +1,10 @@
 #include "topspin/core/files.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include "core/test_util.h"
 #include "topspin/core/error.h"

@@ -1,10 +1,11 @@
 #include "topspin/core/hash.h"
 
+#include <xxhash.h>
+
 #include <array>
 #include <cstring>
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -16,7 +17,9 @@ uint64_t Xxh3(const void* data, size_t size, uint64_t seed) {
   return XXH3_64bits_withSeed(data, size, seed);
 }
 
-std::string HexU64(uint64_t value) { return fmt::format("{:016x}", value); }
+std::string HexU64(uint64_t value) {
+  return fmt::format("{:016x}", value);
+}
 
 namespace {
 
@@ -57,7 +60,7 @@ uint32_t Crc32cPortableRaw(const uint8_t* p, size_t n, uint32_t c) {
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t Crc32cHardwareRaw(const uint8_t* p, size_t n,
-                                                               uint32_t c) {
+                                                             uint32_t c) {
   uint64_t c64 = c;
   while (n >= 8) {
     uint64_t w;

@@ -1,9 +1,9 @@
 #include "topspin/core/hash.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "topspin/core/rng.h"
 

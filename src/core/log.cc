@@ -15,7 +15,8 @@ spdlog::level::level_enum ParseLevel(std::string_view level) {
     const auto lvl = static_cast<spdlog::level::level_enum>(i);
     if (spdlog::level::to_string_view(lvl) == level) return lvl;
   }
-  throw ConfigError(fmt::format("unknown log level \"{}\"", level), ErrorWhere{.field = "log-level"},
+  throw ConfigError(fmt::format("unknown log level \"{}\"", level),
+                    ErrorWhere{.field = "log-level"},
                     "use one of trace, debug, info, warn, error, off");
 }
 
@@ -31,7 +32,9 @@ void InitLogging(std::string_view level) {
   spdlog::set_level(lvl);
 }
 
-void SetLogLevel(std::string_view level) { spdlog::set_level(ParseLevel(level)); }
+void SetLogLevel(std::string_view level) {
+  spdlog::set_level(ParseLevel(level));
+}
 
 void SetLogRank(int rank) {
   spdlog::set_pattern(rank < 0 ? std::string(kPattern)

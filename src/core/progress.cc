@@ -24,7 +24,8 @@ std::string FormatCount(double value) {
     value /= 1000.0;
     ++i;
   }
-  if (i == 0) return value == std::floor(value) ? fmt::format("{:.0f}", value) : fmt::format("{:.2f}", value);
+  if (i == 0)
+    return value == std::floor(value) ? fmt::format("{:.0f}", value) : fmt::format("{:.2f}", value);
   return fmt::format("{:.{}f}{}", value, std::abs(value) < 10 ? 2 : (std::abs(value) < 100 ? 1 : 0),
                      kSuffix[i]);
 }
@@ -36,8 +37,8 @@ std::string FormatProgressLine(const std::string& label, uint64_t done, uint64_t
   const std::string rate_text =
       fmt::format("{}{}/s", FormatCount(rate), unit.empty() ? "" : " " + unit);
   if (total == 0) {
-    return fmt::format("{}  {}  {}  {} {}", label, FormatCount(static_cast<double>(done)), rate_text,
-                       final ? "took" : "elapsed", FormatDuration(elapsed_s));
+    return fmt::format("{}  {}  {}  {} {}", label, FormatCount(static_cast<double>(done)),
+                       rate_text, final ? "took" : "elapsed", FormatDuration(elapsed_s));
   }
   const double fraction = std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
   std::string bar;
@@ -65,7 +66,9 @@ Progress::Progress(std::string label, uint64_t total, ProgressOptions options)
   last_draw_s_ = start_s_;
 }
 
-Progress::~Progress() { Finish(); }
+Progress::~Progress() {
+  Finish();
+}
 
 double Progress::Now() const {
   if (options_.now_s) return options_.now_s();

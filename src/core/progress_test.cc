@@ -1,9 +1,9 @@
 #include "topspin/core/progress.h"
 
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <vector>
 
 namespace topspin {
 namespace {

@@ -39,7 +39,9 @@ PhiloxCounter Philox4x32(PhiloxCounter c, PhiloxKey k) {
 PhiloxStream::PhiloxStream(uint64_t seed, uint64_t stream)
     : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}, stream_(stream) {}
 
-void PhiloxStream::Seek(uint64_t index) { position_ = index; }
+void PhiloxStream::Seek(uint64_t index) {
+  position_ = index;
+}
 
 uint32_t PhiloxStream::NextU32() {
   const uint64_t block = position_ >> 2;
@@ -58,9 +60,13 @@ uint64_t PhiloxStream::NextU64() {
   return lo | (uint64_t{NextU32()} << 32);
 }
 
-float PhiloxStream::NextFloat() { return static_cast<float>(NextU32() >> 8) * 0x1.0p-24f; }
+float PhiloxStream::NextFloat() {
+  return static_cast<float>(NextU32() >> 8) * 0x1.0p-24f;
+}
 
-double PhiloxStream::NextDouble() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
+double PhiloxStream::NextDouble() {
+  return static_cast<double>(NextU64() >> 11) * 0x1.0p-53;
+}
 
 uint64_t PhiloxStream::NextBelow(uint64_t bound) {
   // Lemire, "Fast Random Integer Generation in an Interval" (2019).

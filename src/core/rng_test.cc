@@ -1,9 +1,9 @@
 #include "topspin/core/rng.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace topspin {
 namespace {

@@ -1,11 +1,11 @@
 #include "topspin/core/thread_pool.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <set>
 #include <stdexcept>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace topspin {
 namespace {

@@ -24,7 +24,8 @@ std::string LoadedBlasLibrary() {
     if (name.starts_with("libopenblas") || name.starts_with("libmkl_rt") ||
         name.starts_with("libblas") || name.starts_with("libblis")) {
       found = path;
-      if (path.find("openblas") != std::string::npos || path.find("mkl") != std::string::npos) break;
+      if (path.find("openblas") != std::string::npos || path.find("mkl") != std::string::npos)
+        break;
     }
   }
   return found;

@@ -15,9 +15,9 @@ namespace topspin {
 const Schema& TopspinSchema();
 
 struct RunConfig {
-  std::string name;     // run.name
-  int64_t seed;         // run.seed
-  std::string dir;      // run.dir
+  std::string name;  // run.name
+  int64_t seed;      // run.seed
+  std::string dir;   // run.dir
   std::string log_level;
   double progress_interval_s;
   static RunConfig From(const Config& config);

@@ -18,7 +18,7 @@
 namespace topspin {
 
 struct ProgressOptions {
-  double interval_s = 10.0;    // non-terminal: seconds between lines
+  double interval_s = 10.0;     // non-terminal: seconds between lines
   double tty_interval_s = 0.1;  // terminal: seconds between redraws
   std::string unit = "";        // appended to rates: "rows", "steps", ...
   // Where lines go; empty = stderr. Receives whole lines; on a terminal
@@ -55,8 +55,8 @@ class Progress {
   bool tty_;
   double start_s_;
   double last_draw_s_;
-  uint64_t done_ = 0;       // guarded by mu_
-  bool finished_ = false;   // guarded by mu_
+  uint64_t done_ = 0;      // guarded by mu_
+  bool finished_ = false;  // guarded by mu_
 };
 
 // Pure formatting, exposed for tests.
@@ -66,6 +66,7 @@ std::string FormatDuration(double seconds);
 std::string FormatCount(double value);
 // The progress line without terminal control characters.
 std::string FormatProgressLine(const std::string& label, uint64_t done, uint64_t total,
-                               double elapsed_s, const std::string& unit, bool final, int bar_width);
+                               double elapsed_s, const std::string& unit, bool final,
+                               int bar_width);
 
 }  // namespace topspin
