@@ -3,6 +3,7 @@
 #
 #   scripts/install-deps.sh           # build + test dependencies
 #   scripts/install-deps.sh --bench   # also the peers benchmarks compare against
+#   scripts/install-deps.sh --dev     # also clang-format and clang-tidy (make format, make tidy)
 #   scripts/install-deps.sh --check   # exit 0 when everything is installed, 1 when not
 #
 # Idempotent: packages already installed are skipped. Runs apt-get as root,
@@ -20,14 +21,17 @@ build_packages=(
 )
 # Peers measured by `topspin bench` in the same run.
 bench_packages=(python3 python3-torch python3-numpy python3-pandas python3-xgboost)
+# Developer tools.
+dev_packages=(clang-format clang-tidy)
 
 check_only=0
 packages=("${build_packages[@]}")
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=("${bench_packages[@]}") ;;
+    --dev) packages+=("${dev_packages[@]}") ;;
     --check) check_only=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done

@@ -1,6 +1,7 @@
 // topspin: the command-line entry point. Parses flags with CLI11, runs one
 // subcommand, and maps errors to exit codes: 0 ok, 2 user error (bad
 // config, data, flags), 1 internal error.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -10,6 +11,34 @@
 #include "cli/commands.h"
 #include "topspin/core/error.h"
 #include "topspin/core/log.h"
+#include "topspin/core/strings.h"
+
+namespace {
+
+// CLI11 reports an unknown subcommand as "A subcommand is required"; name
+// the word that was not understood instead, with the closest command.
+void CheckSubcommandName(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (arg.starts_with("-")) continue;
+    if (std::find(names.begin(), names.end(), arg) != names.end()) return;
+    const auto guess = topspin::ClosestMatch(arg, names);
+    throw topspin::Error(
+        topspin::ErrorKind::kUsage, fmt::format("unknown command \"{}\"", arg), {},
+        guess ? fmt::format("did you mean \"{}\"? `topspin --help` lists the commands", *guess)
+              : "`topspin --help` lists the commands");
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace topspin;
@@ -31,6 +60,7 @@ int main(int argc, char** argv) {
   cli::RegisterBench(app);
 
   try {
+    CheckSubcommandName(app, argc, argv);
     app.parse(argc, argv);  // runs the chosen subcommand's callback
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

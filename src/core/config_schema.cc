@@ -126,7 +126,7 @@ Schema BuildSchema() {
             .default_value = int64_t{100},
             .min = 0,
             .max = kMaxInt,
-            .doc = "linear warmup steps from 0 to lr"})
+            .doc = "linear warmup steps: step s < warmup runs at lr * (s + 1) / warmup_steps"})
       .Add({.key = "optim.min_lr_ratio",
             .type = VT::kFloat,
             .default_value = 0.1,

@@ -1,0 +1,61 @@
+# topspin: every target installs missing Debian packages (scripts/install-deps.sh),
+# configures with CMake + Ninja and builds before it runs anything.
+#
+#   make          release build into build/
+#   make test     build, then every test (ctest); non-zero exit on any failure
+#   make demo     the main job on the embedded default config
+#   make bench    the named benchmarks, each against its peer in the same run
+#   make asan     AddressSanitizer + UBSan build and tests of the modules without LibTorch
+#   make format   clang-format every source file
+#   make tidy     clang-tidy over the project's sources
+
+BUILD_DIR ?= build
+ASAN_DIR  ?= build-asan
+JOBS      ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all build deps deps-bench deps-dev test demo bench asan format tidy clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh --check >/dev/null 2>&1 || scripts/install-deps.sh
+
+deps-bench:
+	@scripts/install-deps.sh --bench --check >/dev/null 2>&1 || scripts/install-deps.sh --bench
+
+deps-dev:
+	@scripts/install-deps.sh --dev --check >/dev/null 2>&1 || scripts/install-deps.sh --dev
+
+$(BUILD_DIR)/build.ninja: | deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	$(BUILD_DIR)/topspin demo
+
+bench: deps-bench build
+	$(BUILD_DIR)/topspin bench core --json $(BUILD_DIR)/bench-core.json
+
+$(ASAN_DIR)/build.ninja: | deps
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTOPSPIN_WITH_TORCH=OFF -DTOPSPIN_SANITIZE=address,undefined $(CMAKE_ARGS)
+
+asan: deps $(ASAN_DIR)/build.ninja
+	cmake --build $(ASAN_DIR) -j $(JOBS)
+	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+format: deps-dev
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+tidy: deps-dev build
+	clang-tidy -p $(BUILD_DIR) --quiet $$(git ls-files 'src/*.cc' | grep -v '_test.cc$$')
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR)

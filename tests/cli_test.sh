@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# End-to-end checks of the `topspin` binary: exit codes, messages, docs.
+# Usage: cli_test.sh PATH/TO/topspin SOURCE_DIR
+set -uo pipefail
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+# expect CODE PATTERN -- CMD...: CMD exits with CODE and its output matches PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$code" ]; then
+    echo "FAIL: '$*' exited $rc, expected $code"; echo "$out" | head -20; failures=$((failures + 1))
+  elif ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: '$*' output lacks /$pattern/"; echo "$out" | head -20; failures=$((failures + 1))
+  else
+    echo "ok: $*"
+  fi
+}
+
+# Help lists every subcommand.
+for sub in version config demo bench; do
+  expect 0 "^ *$sub " -- "$bin" --help
+done
+expect 2 "nosuchcmd" -- "$bin" nosuchcmd
+expect 2 "bogus" -- "$bin" version --bogus
+expect 2 "log-level" -- "$bin" --log-level loud version
+expect 0 "libtorch" -- "$bin" version
+
+# A typo in a config: exit 2, the message names the key, line and intended key.
+printf 'run:\n  seed: 3\npipeline:\n  threads: 2\n  prefetc: 8\n' >"$tmp/typo.yaml"
+expect 2 "typo.yaml:5:3: \"pipeline.prefetc\": unknown key; hint: did you mean \"pipeline.prefetch\"\?" \
+  -- "$bin" config check "$tmp/typo.yaml"
+printf 'pipeline:\n  threads: 0\n' >"$tmp/range.yaml"
+expect 2 "range.yaml:2:3: .*between 1 and 256" -- "$bin" config check "$tmp/range.yaml"
+expect 2 "no.yaml.*not found" -- "$bin" config check "$tmp/no.yaml"
+expect 2 "did you mean \"optim.lr\"" -- "$bin" config show --set optim.rl=1
+
+# show -> file -> hash round trip, and overrides.
+printf 'pipeline:\n  threads: 2\n' >"$tmp/ok.yaml"
+"$bin" config show "$tmp/ok.yaml" --set optim.lr=0.5 >"$tmp/shown.yaml" || failures=$((failures + 1))
+h1=$("$bin" config hash "$tmp/ok.yaml" --set optim.lr=0.5)
+h2=$("$bin" config hash "$tmp/shown.yaml")
+if [ -n "$h1" ] && [ "$h1" = "$h2" ]; then echo "ok: config show round-trips ($h1)"; else
+  echo "FAIL: hash of shown config $h2 != $h1"; failures=$((failures + 1)); fi
+expect 0 "threads: 2  # .*ok.yaml:2" -- "$bin" config show "$tmp/ok.yaml" --origins
+
+# docs/CONFIG.md carries the schema exactly as the binary prints it.
+marker='<!-- generated: topspin config schema --markdown -->'
+if diff <(sed -n "/^$marker\$/,\$p" "$src/docs/CONFIG.md" | tail -n +2) \
+        <("$bin" config schema --markdown) >"$tmp/schema.diff"; then
+  echo "ok: docs/CONFIG.md matches the schema"
+else
+  echo "FAIL: docs/CONFIG.md is stale; regenerate the part after the marker with"
+  echo "      topspin config schema --markdown"; head -20 "$tmp/schema.diff"; failures=$((failures + 1))
+fi
+
+# The demo runs end to end and leaves a run directory with its resolved config.
+expect 0 "run directory" -- "$bin" demo --set run.dir="$tmp/runs"
+if [ -f "$tmp/runs/demo-001/config.yaml" ] && [ -f "$tmp/runs/demo-001/demo.json" ]; then
+  echo "ok: demo wrote runs/demo-001"
+else
+  echo "FAIL: demo did not write runs/demo-001"; ls -R "$tmp/runs" 2>&1 | head; failures=$((failures + 1))
+fi
+
+expect 0 "crc32c" -- "$bin" bench core --mib 1 --repeats 1 --json "$tmp/b.json"
+grep -q '"ratio"' "$tmp/b.json" && echo "ok: bench json" || { echo "FAIL: bench json"; failures=$((failures + 1)); }
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
