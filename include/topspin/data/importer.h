@@ -1,0 +1,70 @@
+// Importers: files people already have -> tables of typed columns.
+//
+//   csv    header row, RFC 4180 quoting, CRLF or LF, UTF-8 BOM skipped,
+//          types inferred from the first `infer_rows` rows unless given,
+//          an empty field is null.
+//   jsonl  one flat JSON object per line; a nested value is an error
+//          naming the field; keys missing from a line are null.
+//   letor  "label qid:N idx:val ... # comment" (LETOR / SVMlight); sparse
+//          indices become dense float32 columns f1..fK (missing: null),
+//          plus float32 "label" and int64 "qid".
+//   text   UTF-8 text -> token-stream rows (see text importer docs).
+//
+// Every malformed input is Error{kData} with file, line and column and the
+// offending text, unless on_error is kSkip: then the row is skipped and
+// counted in skipped() by reason.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "topspin/data/column.h"
+
+namespace topspin {
+
+enum class OnError { kFail, kSkip };
+
+struct ImportOptions {
+  std::string format;               // csv | jsonl | letor | text
+  std::string label_column;         // optional
+  std::string group_column;         // optional: ranking query id
+  std::map<std::string, DType> column_types;  // overrides inference (--columns name:type,...)
+  OnError on_error = OnError::kFail;
+  size_t chunk_rows = 65536;        // rows per table returned by Next()
+  size_t infer_rows = 10000;        // rows sampled for type inference (csv, jsonl)
+  std::string tokenizer = "bytes";  // text: "bytes" or "sentencepiece:MODEL"
+};
+
+struct SkipReport {
+  uint64_t rows = 0;                         // rows skipped in all
+  std::map<std::string, uint64_t> reasons;   // reason -> rows
+  std::vector<std::string> examples;         // the first few messages, with file:line
+};
+
+class Importer {
+ public:
+  virtual ~Importer() = default;
+  // Known after construction (inference reads ahead as needed).
+  virtual const std::vector<ColumnSpec>& schema() const = 0;
+  // Fills `chunk` (replacing its content) with up to chunk_rows rows; false
+  // when the input is exhausted (and `chunk` is empty).
+  virtual bool Next(Table* chunk) = 0;
+  // Input bytes consumed so far and in all (for progress).
+  virtual uint64_t bytes_read() const = 0;
+  virtual uint64_t bytes_total() const = 0;
+  // The input position ("file:line") of row `row` of the last chunk, for
+  // error messages of later stages (group contiguity).
+  virtual std::string RowLocation(size_t row) const = 0;
+  virtual const SkipReport& skipped() const = 0;
+};
+
+// Opens the right importer for options.format over the inputs, in order.
+// Unknown formats are Error{kConfig} with a suggestion.
+std::unique_ptr<Importer> OpenImporter(const std::vector<std::filesystem::path>& inputs,
+                                       const ImportOptions& options);
+
+}  // namespace topspin
