@@ -5,16 +5,19 @@
 #   make test     build, then every test (ctest); non-zero exit on any failure
 #   make demo     the main job on the embedded default config
 #   make bench    the named benchmarks, each against its peer in the same run
-#   make asan     AddressSanitizer + UBSan build and tests of the modules without LibTorch
+#   make asan     AddressSanitizer + UBSan build and tests of the modules without LibTorch,
+#                 then every libFuzzer target for FUZZ_SECONDS each (clang)
 #   make format   clang-format every source file
 #   make tidy     clang-tidy over the project's sources
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
+FUZZ_DIR  ?= build-fuzz
+FUZZ_SECONDS ?= 30
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all build deps deps-bench deps-dev test demo bench asan format tidy clean
+.PHONY: all build deps deps-bench deps-dev deps-fuzz test demo bench asan fuzz format tidy clean
 
 all: build
 
@@ -23,6 +26,9 @@ deps:
 
 deps-bench:
 	@scripts/install-deps.sh --bench --check >/dev/null 2>&1 || scripts/install-deps.sh --bench
+
+deps-fuzz:
+	@scripts/install-deps.sh --fuzz --check >/dev/null 2>&1 || scripts/install-deps.sh --fuzz
 
 deps-dev:
 	@scripts/install-deps.sh --dev --check >/dev/null 2>&1 || scripts/install-deps.sh --dev
@@ -50,6 +56,18 @@ asan: deps $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+	$(MAKE) fuzz
+
+$(FUZZ_DIR)/build.ninja: | deps deps-fuzz
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTOPSPIN_WITH_TORCH=OFF -DTOPSPIN_SANITIZE=address,undefined -DTOPSPIN_FUZZ=ON $(CMAKE_ARGS)
+
+# Each libFuzzer target runs FUZZ_SECONDS from the kept inputs in
+# tests/fuzz/<target>/; a crashing input is saved there (commit it: every
+# build then replays it as a regression test).
+fuzz: deps deps-fuzz $(FUZZ_DIR)/build.ninja
+	cmake --build $(FUZZ_DIR) -j $(JOBS)
+	scripts/run-fuzzers.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 format: deps-dev
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -31,3 +31,13 @@ if(NOT TOPSPIN_WITH_TORCH STREQUAL "OFF")
     message(STATUS "topspin: LibTorch not found; model and train are not built")
   endif()
 endif()
+
+# zstd: Debian ships a CMake package; sentencepiece only a pkg-config file.
+find_package(zstd REQUIRED)
+if(TARGET zstd::libzstd_shared)
+  add_library(topspin_zstd ALIAS zstd::libzstd_shared)
+else()
+  add_library(topspin_zstd ALIAS zstd::libzstd_static)
+endif()
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)

@@ -23,6 +23,32 @@ function(topspin_module name)
   if(tests)
     topspin_add_test(${name}_test SOURCES ${tests} DEPS topspin::${name})
   endif()
+  file(GLOB fuzzers CONFIGURE_DEPENDS ${dir}/*_fuzz.cc)
+  foreach(fuzzer ${fuzzers})
+    topspin_add_fuzzer(${fuzzer} topspin::${name})
+  endforeach()
+endfunction()
+
+# topspin_add_fuzzer(SOURCE DEP)
+#
+# SOURCE defines LLVMFuzzerTestOneInput. With TOPSPIN_FUZZ=ON (clang) it
+# becomes a libFuzzer binary NAME (make asan runs each for a bounded time).
+# In every build it also becomes NAME_replay, which ctest runs over the kept
+# inputs in tests/fuzz/NAME/ (seeds and every crash ever found).
+function(topspin_add_fuzzer source dep)
+  get_filename_component(name ${source} NAME_WE)
+  add_executable(${name}_replay ${source} ${CMAKE_SOURCE_DIR}/tests/fuzz_replay_main.cc)
+  target_include_directories(${name}_replay PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(${name}_replay PRIVATE ${dep})
+  add_test(NAME ${name}_regressions
+    COMMAND ${name}_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/${name})
+  if(TOPSPIN_FUZZ)
+    add_executable(${name} ${source})
+    target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src)
+    target_link_libraries(${name} PRIVATE ${dep})
+    target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  endif()
 endfunction()
 
 # topspin_add_test(NAME SOURCES src... DEPS dep...)

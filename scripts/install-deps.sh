@@ -4,6 +4,7 @@
 #   scripts/install-deps.sh           # build + test dependencies
 #   scripts/install-deps.sh --bench   # also the peers benchmarks compare against
 #   scripts/install-deps.sh --dev     # also clang-format and clang-tidy (make format, make tidy)
+#   scripts/install-deps.sh --fuzz    # also clang and libFuzzer (make asan runs the fuzzers)
 #   scripts/install-deps.sh --check   # exit 0 when everything is installed, 1 when not
 #
 # Idempotent: packages already installed are skipped. Runs apt-get as root,
@@ -23,6 +24,8 @@ build_packages=(
 bench_packages=(python3 python3-torch python3-numpy python3-pandas python3-xgboost)
 # Developer tools.
 dev_packages=(clang-format clang-tidy)
+# libFuzzer comes with clang's runtime libraries.
+fuzz_packages=(clang libclang-rt-14-dev)
 
 check_only=0
 packages=("${build_packages[@]}")
@@ -30,8 +33,9 @@ for arg in "$@"; do
   case "$arg" in
     --bench) packages+=("${bench_packages[@]}") ;;
     --dev) packages+=("${dev_packages[@]}") ;;
+    --fuzz) packages+=("${fuzz_packages[@]}") ;;
     --check) check_only=1 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done

@@ -71,7 +71,6 @@ std::string FormatFloat(double v) {
   return s;
 }
 
-
 }  // namespace
 
 std::string YamlValue(const ConfigValue& value) {

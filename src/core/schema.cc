@@ -1,11 +1,10 @@
 // Schema (declared in topspin/core/config.h): the keys a Config accepts.
-#include "topspin/core/config.h"
-
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "core/config_value.h"
+#include "topspin/core/config.h"
 #include "topspin/core/error.h"
 #include "topspin/core/strings.h"
 

@@ -45,6 +45,8 @@
 #include <string_view>
 #include <vector>
 
+#include "topspin/dist/slurm_nodelist.h"  // SLURM host list and tasks-per-node parsing
+
 namespace topspin {
 
 enum class Launcher { kLocal, kTorchrun, kSlurm, kOpenMpi, kSageMaker };
@@ -86,19 +88,5 @@ LaunchEnv DetectLaunchEnv();
 
 // One line, e.g. "torchrun: rank 5/8, local 1/4, node 1/2, master 10.0.0.1:29500".
 std::string Describe(const LaunchEnv& env);
-
-// ---- SLURM helpers (used by DetectLaunchEnv; public for tests and tools) ----
-
-// Expands a SLURM host list such as "gpu[01-03,07],cpu3" into
-// {"gpu01", "gpu02", "gpu03", "gpu07", "cpu3"}. Zero padding of a range is
-// kept (the width of its first number). Each host may hold at most one
-// bracket group, with text before and after it ("rack[1-2]-ib"); several
-// groups in one host ("a[1-2]-b[3]") are rejected. Throws topspin::Error
-// (kDist) on a malformed list or one expanding to more than 65536 hosts.
-std::vector<std::string> ExpandSlurmNodeList(std::string_view list);
-
-// Expands SLURM_TASKS_PER_NODE, e.g. "4(x2),3" -> {4, 4, 3}: one entry per
-// node. Throws topspin::Error (kDist) on a malformed value.
-std::vector<int> ExpandSlurmTasksPerNode(std::string_view value);
 
 }  // namespace topspin

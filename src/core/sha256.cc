@@ -1,0 +1,149 @@
+#include "topspin/core/sha256.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "topspin/core/files.h"
+
+namespace topspin {
+namespace {
+
+// FIPS 180-4 section 4.2.2: the first 32 bits of the fractional parts of
+// the cube roots of the first 64 primes.
+constexpr std::array<uint32_t, 64> kRoundConstants = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+// Section 5.3.3: the initial hash value.
+constexpr std::array<uint32_t, 8> kInitialState = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
+                                                   0xa54ff53a, 0x510e527f, 0x9b05688c,
+                                                   0x1f83d9ab, 0x5be0cd19};
+
+constexpr uint32_t Rotr(uint32_t x, int n) {
+  return (x >> n) | (x << (32 - n));
+}
+
+uint32_t LoadBigEndian32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// The message schedule W[0..63] of one block (section 6.2.2, step 1).
+std::array<uint32_t, 64> MessageSchedule(const uint8_t* block) {
+  std::array<uint32_t, 64> w;
+  for (int t = 0; t < 16; ++t) w[t] = LoadBigEndian32(block + 4 * t);
+  for (int t = 16; t < 64; ++t) {
+    const uint32_t s0 = Rotr(w[t - 15], 7) ^ Rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
+    const uint32_t s1 = Rotr(w[t - 2], 17) ^ Rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
+    w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+  }
+  return w;
+}
+
+}  // namespace
+
+Sha256::Sha256() {
+  Reset();
+}
+
+void Sha256::Reset() {
+  state_ = kInitialState;
+  buffered_ = 0;
+  total_bytes_ = 0;
+}
+
+void Sha256::CompressBlock(const uint8_t* block) {
+  const std::array<uint32_t, 64> w = MessageSchedule(block);
+  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
+  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
+  for (int t = 0; t < 64; ++t) {
+    const uint32_t s1 = Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25);
+    const uint32_t ch = (e & f) ^ (~e & g);
+    const uint32_t t1 = h + s1 + ch + kRoundConstants[t] + w[t];
+    const uint32_t s0 = Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22);
+    const uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+    const uint32_t t2 = s0 + maj;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
+  }
+  state_[0] += a;
+  state_[1] += b;
+  state_[2] += c;
+  state_[3] += d;
+  state_[4] += e;
+  state_[5] += f;
+  state_[6] += g;
+  state_[7] += h;
+}
+
+void Sha256::Update(const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  total_bytes_ += size;
+  if (buffered_ > 0) {
+    const size_t take = std::min(size, buffer_.size() - buffered_);
+    std::memcpy(buffer_.data() + buffered_, p, take);
+    buffered_ += take;
+    p += take;
+    size -= take;
+    if (buffered_ < buffer_.size()) return;
+    CompressBlock(buffer_.data());
+    buffered_ = 0;
+  }
+  for (; size >= 64; p += 64, size -= 64) CompressBlock(p);
+  if (size > 0) std::memcpy(buffer_.data(), p, size);
+  buffered_ = size;
+}
+
+std::string Sha256::HexDigest() {
+  // Section 5.1.1: a 1 bit, zeros up to 56 mod 64 bytes, the bit length
+  // as a big-endian 64-bit integer.
+  const uint64_t bit_length = total_bytes_ * 8;
+  const uint8_t one = 0x80;
+  Update(&one, 1);
+  const uint8_t zeros[64] = {};
+  Update(zeros, (buffered_ <= 56 ? 56 : 120) - buffered_);
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(bit_length >> (56 - 8 * i));
+  Update(length, sizeof(length));
+  std::string hex;
+  hex.reserve(64);
+  for (uint32_t word : state_) fmt::format_to(std::back_inserter(hex), "{:08x}", word);
+  Reset();
+  return hex;
+}
+
+std::string Sha256Hex(const void* data, size_t size) {
+  Sha256 sha;
+  sha.Update(data, size);
+  return sha.HexDigest();
+}
+
+std::string Sha256Hex(std::string_view s) {
+  return Sha256Hex(s.data(), s.size());
+}
+
+std::string Sha256File(const std::filesystem::path& path) {
+  const MmapFile file(path);
+  // Hash in slices so a huge map is paged in sequentially.
+  constexpr size_t kSlice = size_t{8} << 20;
+  Sha256 sha;
+  for (size_t at = 0; at < file.size(); at += kSlice) {
+    sha.Update(file.data() + at, std::min(kSlice, file.size() - at));
+  }
+  return sha.HexDigest();
+}
+
+}  // namespace topspin
