@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo bench; do
+for sub in version config demo gen convert inspect tokenizer bench; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -68,6 +68,19 @@ if [ -f "$tmp/runs/demo-001/config.yaml" ] && [ -f "$tmp/runs/demo-001/demo.json
 else
   echo "FAIL: demo did not write runs/demo-001"; ls -R "$tmp/runs" 2>&1 | head; failures=$((failures + 1))
 fi
+
+# Data: gen shop -> convert -> inspect -> verify; damage is exit 1 with a precise message.
+expect 0 "" -- "$bin" gen shop --queries 300 --seed 5 --out "$tmp/raw" --format csv
+csv=$(ls "$tmp"/raw/*.csv | head -1)
+expect 0 "" -- "$bin" convert "$csv" --format csv --label label --group qid --out "$tmp/ds" --threads 2
+expect 0 "rows" -- "$bin" inspect "$tmp/ds"
+expect 0 "" -- "$bin" inspect "$tmp/ds" --verify
+expect 2 "exists" -- "$bin" convert "$csv" --format csv --out "$tmp/ds"
+expect 2 "csvv not in" -- "$bin" convert "$csv" --format csvv --out "$tmp/ds2"
+shard=$(ls "$tmp"/ds/*.tshard | head -1)
+printf '\xff\xff\xff\xff' | dd of="$shard" bs=1 seek=100 conv=notrunc status=none
+expect 1 "$(basename "$shard")" -- "$bin" inspect "$tmp/ds" --verify
+test ! -e "$tmp/ds2" && echo "ok: failed convert left no output" || { echo "FAIL: ds2 exists"; failures=$((failures + 1)); }
 
 expect 0 "crc32c" -- "$bin" bench core --mib 1 --repeats 1 --json "$tmp/b.json"
 grep -q '"ratio"' "$tmp/b.json" && echo "ok: bench json" || { echo "FAIL: bench json"; failures=$((failures + 1)); }

@@ -2,6 +2,7 @@
 // figure with a peer measured in the same run.
 #include <fmt/format.h>
 
+#include "cli/benches.h"
 #include "cli/commands.h"
 #include "topspin/core/files.h"
 #include "topspin/perf/bench_table.h"
@@ -37,6 +38,32 @@ void RegisterBench(CLI::App& app) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   core->callback([] { Report(RunCoreBench(size_t(args.mib) << 20, args.repeats), args); });
+
+  static DataBenchOptions data;
+  data.scratch = std::filesystem::temp_directory_path() / "topspin-bench";
+  const auto add_data_options = [&](CLI::App* cmd) {
+    cmd->add_option("--json", args.json_path, "also write the table as JSON to this file");
+    cmd->add_option("--queries", data.queries, "gen shop queries in the input (~36 rows each)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}))
+        ->capture_default_str();
+    cmd->add_option("--threads", data.threads, "our threads (read: 1..N are all measured)")
+        ->check(CLI::Range(1, 256))
+        ->capture_default_str();
+    cmd->add_option("--repeats", data.repeats, "timed runs; the best is reported")
+        ->check(CLI::Range(1, 100))
+        ->capture_default_str();
+    cmd->add_option("--zstd-level", data.zstd_level, "shard compression level (0: none)")
+        ->check(CLI::Range(0, 19))
+        ->capture_default_str();
+    cmd->add_option("--scratch", data.scratch, "where inputs are generated")->capture_default_str();
+  };
+  auto* read = bench->add_subcommand(
+      "read", "Shard reads (decompress, verify, decode) vs the zstd and memcpy limits");
+  add_data_options(read);
+  read->callback([] { Report(RunReadBench(data), args); });
+  auto* convert = bench->add_subcommand("convert", "CSV -> shards vs pandas.read_csv + numpy.save");
+  add_data_options(convert);
+  convert->callback([] { Report(RunConvertBench(data), args); });
 }
 
 }  // namespace topspin::cli

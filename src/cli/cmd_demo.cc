@@ -1,9 +1,10 @@
 // topspin demo: the main job on the embedded config (configs/demo.yaml).
 //
 // Until the input pipeline and trainer exist, the demo runs every stage that
-// does: config -> run directory -> launch environment -> deterministic
-// sample order and rank slices -> learning-rate schedule, and records what
-// it computed in <run dir>/demo.json.
+// does: config -> run directory -> launch environment -> synthetic product
+// search data written as verified shards -> deterministic sample order of
+// its query lists and rank slices -> learning-rate schedule, and records
+// what it computed in <run dir>/demo.json.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -12,7 +13,10 @@
 #include "topspin/core/config_schema.h"
 #include "topspin/core/files.h"
 #include "topspin/core/log.h"
+#include "topspin/core/progress.h"
 #include "topspin/core/run_dir.h"
+#include "topspin/data/dataset.h"
+#include "topspin/data/gen_shop.h"
 #include "topspin/demo_config.h"
 #include "topspin/dist/launch_env.h"
 #include "topspin/pipeline/sample_order.h"
@@ -26,8 +30,34 @@ namespace {
 
 struct DemoArgs {
   std::vector<std::string> overrides;
-  uint64_t samples = 20000;
+  uint64_t queries = 2000;
 };
+
+// gen shop -> shards in the run directory, then a full verification.
+nlohmann::json MakeData(const std::filesystem::path& dir, const Config& config, uint64_t queries) {
+  ShopOptions shop;
+  shop.queries = queries;
+  shop.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
+  DatasetWriterOptions writer;
+  writer.threads = static_cast<int>(config.GetInt("pipeline.threads"));
+  writer.created_by = "topspin demo";
+  ProgressOptions progress_options;
+  progress_options.unit = "queries";
+  progress_options.interval_s = config.GetFloat("run.progress_interval_s");
+  Progress progress("gen shop", queries, progress_options);
+  const Manifest m =
+      WriteShopShards(dir, shop, writer, [&](uint64_t done) { progress.Update(done); });
+  progress.Finish();
+  DatasetReader(dir).Verify();
+  fmt::print(
+      "dataset       {}: {} rows, {} query lists ({}-{} products), {} shard(s), {} -> {} "
+      "(verified)\n",
+      dir.string(), m.rows(), m.group_stats.groups, m.group_stats.min_length,
+      m.group_stats.max_length, m.shards.size(), FormatBytes(m.raw_bytes()),
+      FormatBytes(m.bytes()));
+  return {{"dir", dir.string()},       {"rows", m.rows()},   {"groups", m.group_stats.groups},
+          {"shards", m.shards.size()}, {"bytes", m.bytes()}, {"raw_bytes", m.raw_bytes()}};
+}
 
 // The first global batch of epoch 0 and the slice each rank takes of it, at
 // world sizes 1 and 2: the same samples either way.
@@ -38,8 +68,8 @@ nlohmann::json ShowSampleOrder(const Config& config, uint64_t samples) {
   options.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
   const SampleOrder order(samples, options);
   const auto batch = static_cast<uint64_t>(p.batch_size);
-  fmt::print("sample order  {} samples, shuffle={}, {} global batches of {} per epoch\n", samples,
-             p.shuffle, BatchesPerEpoch(samples, batch, p.drop_last), batch);
+  fmt::print("sample order  {} query lists, shuffle={}, {} global batches of {} per epoch\n",
+             samples, p.shuffle, BatchesPerEpoch(samples, batch, p.drop_last), batch);
   nlohmann::json out{{"samples", samples}, {"shuffle", p.shuffle}, {"batch_size", batch}};
   for (int world : {1, 2}) {
     for (int rank = 0; rank < world; ++rank) {
@@ -86,15 +116,15 @@ void RunDemo(const DemoArgs& args) {
   fmt::print("run directory {}\n", dir.string());
   const LaunchEnv env = DetectLaunchEnv();
   fmt::print("launch        {}\n", Describe(env));
-  nlohmann::json record{{"version", build::kVersion},
-                        {"config_hash", config.Hash()},
-                        {"launch", Describe(env)},
-                        {"sample_order", ShowSampleOrder(config, args.samples)},
-                        {"lr_schedule", ShowSchedule(config)}};
+  nlohmann::json record{
+      {"version", build::kVersion}, {"config_hash", config.Hash()}, {"launch", Describe(env)}};
+  record["data"] = MakeData(dir / "data" / "shop", config, args.queries);
+  record["sample_order"] = ShowSampleOrder(config, record["data"]["groups"].get<uint64_t>());
+  record["lr_schedule"] = ShowSchedule(config);
   WriteFileAtomic(dir / "demo.json", record.dump(2) + "\n");
   fmt::print("wrote         {}\n", (dir / "demo.json").string());
   fmt::print(
-      "not built yet: data conversion, the input pipeline and training; the demo grows "
+      "not built yet: the input pipeline and training; the demo grows "
       "into the full job as they land\n");
 }
 
@@ -105,8 +135,8 @@ void RegisterDemo(CLI::App& app) {
   auto* demo =
       app.add_subcommand("demo", "Run the main job on the embedded config (configs/demo.yaml)");
   demo->add_option("--set", args.overrides, "override a key: --set run.dir=/tmp/runs (repeatable)");
-  demo->add_option("--samples", args.samples, "samples in the demo epoch")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
+  demo->add_option("--queries", args.queries, "queries of synthetic product-search data")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
       ->capture_default_str();
   demo->callback([] { RunDemo(args); });
 }

@@ -10,6 +10,10 @@ namespace topspin::cli {
 void RegisterVersion(CLI::App& app);
 void RegisterConfig(CLI::App& app);
 void RegisterDemo(CLI::App& app);
+void RegisterGen(CLI::App& app);
+void RegisterConvert(CLI::App& app);
+void RegisterInspect(CLI::App& app);
+void RegisterTokenizer(CLI::App& app);
 void RegisterBench(CLI::App& app);
 
 }  // namespace topspin::cli

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/exit_request.h"
 #include "topspin/core/error.h"
 #include "topspin/core/log.h"
 #include "topspin/core/strings.h"
@@ -57,11 +58,17 @@ int main(int argc, char** argv) {
   cli::RegisterVersion(app);
   cli::RegisterConfig(app);
   cli::RegisterDemo(app);
+  cli::RegisterGen(app);
+  cli::RegisterConvert(app);
+  cli::RegisterInspect(app);
+  cli::RegisterTokenizer(app);
   cli::RegisterBench(app);
 
   try {
     CheckSubcommandName(app, argc, argv);
     app.parse(argc, argv);  // runs the chosen subcommand's callback
+  } catch (const cli::ExitRequest& e) {
+    return e.code();  // the command already printed its outcome
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -23,9 +23,8 @@ constexpr std::array<uint32_t, 64> kRoundConstants = {
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
 // Section 5.3.3: the initial hash value.
-constexpr std::array<uint32_t, 8> kInitialState = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
-                                                   0xa54ff53a, 0x510e527f, 0x9b05688c,
-                                                   0x1f83d9ab, 0x5be0cd19};
+constexpr std::array<uint32_t, 8> kInitialState = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
 constexpr uint32_t Rotr(uint32_t x, int n) {
   return (x >> n) | (x << (32 - n));

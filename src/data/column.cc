@@ -1,5 +1,6 @@
 #include "topspin/data/column.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -229,10 +230,16 @@ Column Column::FromBuffers(ColumnSpec spec, size_t rows, std::vector<uint8_t> va
                           (rows + 7) / 8));
   }
   size_t nulls = 0;
-  for (size_t r = 0; r < rows && !validity.empty(); ++r)
-    nulls += ((validity[r / 8] >> (r % 8)) & 1u) ? 0 : 1;
+  if (!validity.empty()) {  // popcount per byte; bits past the last row do not count
+    size_t valid = 0;
+    for (size_t i = 0; i < rows / 8; ++i) valid += std::popcount(validity[i]);
+    if (rows % 8 != 0) {
+      valid += std::popcount(static_cast<uint8_t>(validity[rows / 8] & ((1u << (rows % 8)) - 1)));
+    }
+    nulls = rows - valid;
+  }
   if (IsVariableLength(c.dtype())) {
-    if (offsets.size() != rows + 1 || offsets.front() != 0) {
+    if (offsets.empty() || offsets.size() - 1 != rows || offsets.front() != 0) {
       throw bad(fmt::format("{} offsets for {} rows (need rows + 1, starting at 0)", offsets.size(),
                             rows));
     }
@@ -240,13 +247,16 @@ Column Column::FromBuffers(ColumnSpec spec, size_t rows, std::vector<uint8_t> va
     for (size_t r = 0; r < rows; ++r) {
       if (offsets[r + 1] < offsets[r]) throw bad(fmt::format("offsets decrease at row {}", r));
     }
-    if (offsets.back() * width != values.size()) {
-      throw bad(fmt::format("offsets end at {} but {} value bytes are present",
-                            offsets.back() * width, values.size()));
+    // Divide rather than multiply: a damaged offset times the width can wrap
+    // around to the values' size.
+    if (values.size() % width != 0 || offsets.back() != values.size() / width) {
+      throw bad(fmt::format("offsets end at {} but {} value bytes are present ({} per value)",
+                            offsets.back(), values.size(), width));
     }
   } else {
     if (!offsets.empty()) throw bad("a fixed-width column has offsets");
-    if (values.size() != rows * FixedWidth(c.dtype())) {
+    if (values.size() % FixedWidth(c.dtype()) != 0 ||
+        values.size() / FixedWidth(c.dtype()) != rows) {
       throw bad(fmt::format("{} value bytes for {} rows of {} bytes", values.size(), rows,
                             FixedWidth(c.dtype())));
     }

@@ -1,0 +1,30 @@
+// The data benchmark workloads of `topspin bench` (read, convert). Each
+// builds its input in a scratch directory, measures ours and the peer or
+// limit in the same run, and returns one table.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "topspin/perf/bench_table.h"
+
+namespace topspin::cli {
+
+struct DataBenchOptions {
+  std::filesystem::path scratch;  // inputs are generated here (and removed after)
+  uint64_t queries = 20000;       // gen shop queries (~36 rows each)
+  int threads = 2;
+  int repeats = 3;
+  int zstd_level = 3;
+};
+
+// Decoded bytes/s per thread reading projected columns with checksum
+// verification, against single-thread zstd decompression of the same
+// chunks and memcpy of the decoded bytes.
+BenchTable RunReadBench(const DataBenchOptions& options);
+
+// CSV -> shards MB/s against pandas.read_csv + numpy.save of the same file
+// (Debian's /usr/bin/python3 with python3-pandas).
+BenchTable RunConvertBench(const DataBenchOptions& options);
+
+}  // namespace topspin::cli

@@ -1,0 +1,133 @@
+#include "topspin/data/column_stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "topspin/core/error.h"
+#include "topspin/core/hash.h"
+
+namespace topspin {
+namespace {
+
+// The value a row contributes: the number itself, or the row's length for
+// variable-length columns. NaN (null, or a NaN float) contributes nothing.
+double RowValue(const Column& column, size_t row) {
+  if (!column.IsValid(row)) return std::nan("");
+  if (IsVariableLength(column.dtype())) {
+    const auto offsets = column.offsets();
+    return static_cast<double>(offsets[row + 1] - offsets[row]);
+  }
+  return column.AsDouble(row);
+}
+
+// q in [0, 1] over sorted values, linear interpolation between ranks.
+double Interpolate(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  if (lo + 1 >= sorted.size()) return sorted.back();
+  const double frac = pos - static_cast<double>(lo);
+  if (frac == 0 || sorted[lo] == sorted[lo + 1]) return sorted[lo];  // no inf - inf
+  return sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
+}
+
+using SampleItem = std::pair<uint64_t, double>;  // (key, value)
+
+// XXH3-64 of the row index as a little-endian u64 (docs/FORMAT.md).
+uint64_t SampleKey(uint64_t row, uint64_t seed) {
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(row >> (8 * i));
+  return Xxh3(bytes, sizeof(bytes), seed);
+}
+
+// Keeps `heap` a max-heap of the kSampleSize smallest items offered. Keys of
+// distinct rows collide with probability ~2^-64; ordering by (key, value)
+// keeps even that case deterministic.
+void OfferSample(std::vector<SampleItem>& heap, const SampleItem& item) {
+  if (heap.size() < ColumnStatsBuilder::kSampleSize) {
+    heap.push_back(item);
+    std::push_heap(heap.begin(), heap.end());
+  } else if (item < heap.front()) {
+    std::pop_heap(heap.begin(), heap.end());
+    heap.back() = item;
+    std::push_heap(heap.begin(), heap.end());
+  }
+}
+
+}  // namespace
+
+ColumnStatsBuilder::ColumnStatsBuilder(uint64_t seed) : seed_(seed) {}
+
+void ColumnStatsBuilder::Add(const Column& column, uint64_t first_row) {
+  count_ += column.size();
+  for (size_t r = 0; r < column.size(); ++r) {
+    const double value = RowValue(column, r);
+    if (std::isnan(value)) {
+      ++nulls_;
+    } else {
+      AddValue(value, first_row + r);
+    }
+  }
+}
+
+void ColumnStatsBuilder::AddValue(double value, uint64_t row) {
+  // Welford's update.
+  ++values_;
+  const double delta = value - mean_;
+  mean_ += delta / static_cast<double>(values_);
+  m2_ += delta * (value - mean_);
+  min_ = values_ == 1 ? value : std::min(min_, value);
+  max_ = values_ == 1 ? value : std::max(max_, value);
+
+  // The sample key hashes the global row index, so which values are kept
+  // does not depend on how rows were split across builders.
+  OfferSample(sample_, {SampleKey(row, seed_), value});
+}
+
+void ColumnStatsBuilder::Merge(const ColumnStatsBuilder& other) {
+  if (other.seed_ != seed_) throw InternalError("ColumnStatsBuilder::Merge: different seeds");
+  if (values_ == 0) {
+    min_ = other.min_;
+    max_ = other.max_;
+    mean_ = other.mean_;
+    m2_ = other.m2_;
+    values_ = other.values_;
+  } else if (other.values_ > 0) {
+    // Chan, Golub and LeVeque's pairwise combination of (n, mean, M2).
+    const double na = static_cast<double>(values_), nb = static_cast<double>(other.values_);
+    const double n = na + nb;
+    const double delta = other.mean_ - mean_;
+    min_ = std::min(min_, other.min_);
+    max_ = std::max(max_, other.max_);
+    mean_ += delta * nb / n;
+    m2_ += other.m2_ + delta * delta * na * nb / n;
+    values_ += other.values_;
+  }
+  count_ += other.count_;
+  nulls_ += other.nulls_;
+  for (const auto& item : other.sample_) OfferSample(sample_, item);
+}
+
+ColumnStats ColumnStatsBuilder::Finish() const {
+  ColumnStats stats;
+  stats.count = count_;
+  stats.nulls = nulls_;
+  if (values_ == 0) return stats;
+  stats.min = min_;
+  stats.max = max_;
+  stats.mean = mean_;
+  stats.std = std::sqrt(std::max(0.0, m2_ / static_cast<double>(values_)));
+  std::vector<double> sorted;
+  sorted.reserve(sample_.size());
+  for (const auto& [key, value] : sample_) sorted.push_back(value);
+  std::sort(sorted.begin(), sorted.end());
+  stats.quantiles.resize(kQuantileEdges);
+  for (int i = 0; i < kQuantileEdges; ++i) {
+    stats.quantiles[i] = Interpolate(sorted, static_cast<double>(i) / (kQuantileEdges - 1));
+  }
+  // The ends are known exactly, whatever the sample holds.
+  stats.quantiles.front() = min_;
+  stats.quantiles.back() = max_;
+  return stats;
+}
+
+}  // namespace topspin

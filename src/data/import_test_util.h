@@ -1,0 +1,73 @@
+// Helpers for the importer tests (header-only; never linked into the library).
+#pragma once
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "topspin/core/error.h"
+#include "topspin/data/column.h"
+#include "topspin/data/importer.h"
+
+namespace topspin::testing {
+
+inline std::filesystem::path WriteBytes(const std::filesystem::path& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+// Every row the importer yields, in one table, and the "file:line" of each.
+struct Imported {
+  Table table;
+  std::vector<std::string> locations;
+  std::vector<Table> chunks;  // as Next() returned them
+};
+
+inline Imported ImportAll(Importer& importer) {
+  Imported out{Table::Empty(importer.schema()), {}, {}};
+  Table chunk;
+  while (importer.Next(&chunk)) {
+    out.chunks.push_back(chunk);
+    for (size_t r = 0; r < chunk.rows(); ++r) {
+      out.table.AppendRow(chunk, r);
+      out.locations.push_back(importer.RowLocation(r));
+    }
+  }
+  EXPECT_EQ(chunk.rows(), 0u);
+  EXPECT_EQ(importer.bytes_read(), importer.bytes_total());
+  return out;
+}
+
+// The Error a callable throws (fails the test when it throws none).
+template <typename F>
+Error ErrorOf(F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no topspin::Error thrown";
+  return Error(ErrorKind::kInternal, "no error");
+}
+
+// Byte-identical columns: same spec, validity, values and offsets.
+inline void ExpectSameTable(const Table& a, const Table& b) {
+  ASSERT_EQ(a.schema(), b.schema());
+  ASSERT_EQ(a.rows(), b.rows());
+  for (size_t c = 0; c < a.columns.size(); ++c) {
+    const Column& x = a.columns[c];
+    const Column& y = b.columns[c];
+    EXPECT_TRUE(std::ranges::equal(x.validity(), y.validity())) << x.name();
+    EXPECT_TRUE(std::ranges::equal(x.values(), y.values())) << x.name();
+    EXPECT_TRUE(std::ranges::equal(x.offsets(), y.offsets())) << x.name();
+  }
+}
+
+}  // namespace topspin::testing

@@ -1,0 +1,423 @@
+#include "topspin/data/shard.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/test_util.h"
+#include "data/shard_layout.h"
+#include "data/shard_test_util.h"
+#include "topspin/core/error.h"
+#include "topspin/core/hash.h"
+#include "topspin/core/rng.h"
+#include "topspin/core/sha256.h"
+
+namespace topspin {
+namespace {
+
+using testing::ExpectSameColumn;
+using testing::ExpectSameTable;
+using ::testing::HasSubstr;
+using testing::RandomTable;
+
+ShardSummary WriteShard(const fs::path& path, const std::vector<ColumnSpec>& schema,
+                        const std::vector<Table>& groups, int zstd_level = 3) {
+  ShardWriter writer(path, schema, ShardWriterOptions{.zstd_level = zstd_level});
+  for (const auto& g : groups) writer.WriteRowGroup(g);
+  return writer.Finish();
+}
+
+template <typename F>
+Error CatchError(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no topspin::Error thrown";
+  return InternalError("none");
+}
+
+// ---- round trips --------------------------------------------------------------
+
+TEST(Shard, RoundTripsRandomSchemasAndData) {
+  testing::TempDir dir;
+  constexpr size_t kGroupRows[] = {1, 2, 7, 8, 9, 63, 64, 65, 300};
+  constexpr double kNullRates[] = {0.0, 0.1, 0.9, 1.0};
+  for (uint64_t seed = 0; seed < 48; ++seed) {
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    PhiloxStream rng(seed, 1);
+    const auto schema = testing::RandomSchema(rng);
+    std::vector<Table> groups(rng.NextBelow(5));
+    for (auto& g : groups) {
+      g = RandomTable(schema, kGroupRows[rng.NextBelow(std::size(kGroupRows))], rng,
+                      kNullRates[rng.NextBelow(std::size(kNullRates))]);
+    }
+    const fs::path path = dir / fmt::format("s{}.tshard", seed);
+    const ShardSummary summary = WriteShard(path, schema, groups, seed % 2 == 0 ? 3 : 0);
+
+    ShardReader reader(path);
+    uint64_t rows = 0, raw = 0;
+    for (const auto& g : groups) rows += g.rows();
+    EXPECT_EQ(reader.schema(), schema);
+    EXPECT_EQ(reader.rows(), rows);
+    ASSERT_EQ(reader.num_row_groups(), groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      EXPECT_EQ(reader.row_group(g).rows, groups[g].rows());
+      for (const auto& c : reader.row_group(g).chunks) raw += c.raw_size;
+      ExpectSameTable(reader.ReadRowGroup(g), groups[g]);
+      ExpectSameTable(reader.ReadRowGroup(g, {}, /*verify=*/false), groups[g]);
+    }
+    reader.VerifyAll();
+    EXPECT_EQ(summary.path, path);
+    EXPECT_EQ(summary.rows, rows);
+    EXPECT_EQ(summary.row_groups, groups.size());
+    EXPECT_EQ(summary.file_bytes, fs::file_size(path));
+    EXPECT_EQ(summary.raw_bytes, raw);
+    EXPECT_EQ(summary.sha256, Sha256File(path));
+  }
+}
+
+TEST(Shard, EveryDTypeWithNullsEmptyValuesAndOneRowGroups) {
+  testing::TempDir dir;
+  std::vector<ColumnSpec> schema;
+  for (DType d : testing::kAllDTypes) schema.push_back({fmt::format("col_{}", DTypeName(d)), d});
+  // Row group 0: one all-null row. Row group 1: one row of empty strings and
+  // token lists. Row group 2: values, empties and nulls mixed.
+  Table nulls = Table::Empty(schema), empties = Table::Empty(schema), mixed = Table::Empty(schema);
+  PhiloxStream rng(7);
+  for (size_t i = 0; i < schema.size(); ++i) {
+    nulls.columns[i].AppendNull();
+    Column& e = empties.columns[i];
+    if (schema[i].dtype == DType::kString) {
+      e.AppendString("");
+    } else if (IsVariableLength(schema[i].dtype)) {
+      e.AppendTokens({});
+    } else {
+      testing::AppendRandomValue(e, rng);
+    }
+    Column& m = mixed.columns[i];
+    for (int r = 0; r < 20; ++r) {
+      if (r % 3 == 1) {
+        m.AppendNull();
+      } else if (r % 5 == 0) {
+        m.AppendRow(empties.columns[i], 0);
+      } else {
+        testing::AppendRandomValue(m, rng);
+      }
+    }
+  }
+  for (int level : {0, 3, 19}) {
+    const fs::path path = dir / fmt::format("all-{}.tshard", level);
+    WriteShard(path, schema, {nulls, empties, mixed}, level);
+    ShardReader reader(path);
+    reader.VerifyAll();
+    ExpectSameTable(reader.ReadRowGroup(0), nulls);
+    ExpectSameTable(reader.ReadRowGroup(1), empties);
+    ExpectSameTable(reader.ReadRowGroup(2), mixed);
+    const Table one = reader.ReadRowGroup(0);
+    EXPECT_TRUE(std::isnan(one.Find("col_float32")->Values<float>()[0]));  // null slot holds NaN
+    EXPECT_EQ(one.Find("col_int64")->Values<int64_t>()[0], 0);             // others hold 0
+    const Table empty = reader.ReadRowGroup(1);
+    EXPECT_TRUE(empty.Find("col_string")->IsValid(0));
+    EXPECT_EQ(empty.Find("col_string")->StringAt(0), "");
+    EXPECT_TRUE(empty.Find("col_tokens_u16")->TokensAt(0).empty());
+    EXPECT_EQ(reader.row_group(2).chunks[0].null_count, 7u);  // rows 1, 4, ..., 19
+  }
+}
+
+TEST(Shard, AStoredNanIsAValueNotANull) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"x", DType::kFloat32}, {"y", DType::kFloat64}};
+  Table t = Table::Empty(schema);
+  const float payload_nan = std::bit_cast<float>(uint32_t{0x7FC00123});
+  t.columns[0].AppendFloat(std::numeric_limits<double>::quiet_NaN());
+  t.columns[0].AppendNull();
+  t.columns[0].AppendFloat(payload_nan);
+  for (double v : {std::numeric_limits<double>::quiet_NaN(), 1.0, -0.0})
+    t.columns[1].AppendFloat(v);
+  WriteShard(dir / "nan.tshard", schema, {t});
+  const Table got = ShardReader(dir / "nan.tshard").ReadRowGroup(0);
+  const Column& x = got.columns[0];
+  EXPECT_EQ(x.null_count(), 1u);
+  EXPECT_TRUE(x.IsValid(0));
+  EXPECT_TRUE(std::isnan(x.Values<float>()[0]));
+  EXPECT_FALSE(x.IsValid(1));
+  EXPECT_TRUE(std::isnan(x.Values<float>()[1]));
+  EXPECT_EQ(std::bit_cast<uint32_t>(x.Values<float>()[2]), 0x7FC00123u);  // payload kept
+  EXPECT_EQ(got.columns[1].null_count(), 0u);
+  EXPECT_TRUE(std::signbit(got.columns[1].Values<double>()[2]));
+}
+
+TEST(Shard, ZeroRowGroupsAndEmptyTables) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"a", DType::kInt32}, {"b", DType::kString}};
+  ShardWriter writer(dir / "empty.tshard", schema);
+  writer.WriteRowGroup(Table::Empty(schema));  // writes nothing
+  EXPECT_EQ(writer.rows_written(), 0u);
+  const ShardSummary summary = writer.Finish();
+  EXPECT_EQ(summary.rows, 0u);
+  EXPECT_EQ(summary.row_groups, 0u);
+  EXPECT_EQ(summary.raw_bytes, 0u);
+  ShardReader reader(dir / "empty.tshard");
+  EXPECT_EQ(reader.schema(), schema);
+  EXPECT_EQ(reader.rows(), 0u);
+  EXPECT_EQ(reader.num_row_groups(), 0u);
+  reader.VerifyAll();
+  EXPECT_EQ(CatchError([&] { reader.ReadRowGroup(0); }).kind(), ErrorKind::kData);
+
+  const ShardSummary none = WriteShard(dir / "no-columns.tshard", {}, {Table{}});
+  EXPECT_EQ(none.rows, 0u);
+  EXPECT_TRUE(ShardReader(dir / "no-columns.tshard").schema().empty());
+}
+
+TEST(Shard, ProjectionReturnsColumnsInTheOrderAsked) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {
+      {"a", DType::kInt64}, {"bb", DType::kString}, {"c", DType::kFloat32}};
+  PhiloxStream rng(3);
+  const Table t = RandomTable(schema, 50, rng, 0.2);
+  WriteShard(dir / "p.tshard", schema, {t});
+  ShardReader reader(dir / "p.tshard");
+  const Table got = reader.ReadRowGroup(0, {"c", "a", "c"});
+  ASSERT_EQ(got.columns.size(), 3u);
+  ExpectSameColumn(got.columns[0], t.columns[2]);
+  ExpectSameColumn(got.columns[1], t.columns[0]);
+  ExpectSameColumn(got.columns[2], t.columns[2]);
+  EXPECT_EQ(reader.ColumnIndex("bb"), 1u);
+
+  const Error e = CatchError([&] { reader.ReadRowGroup(0, {"a", "bbb"}); });
+  EXPECT_EQ(e.kind(), ErrorKind::kData);
+  EXPECT_EQ(e.Message(),
+            fmt::format("{}: no column \"bbb\" in the shard (columns: a, bb, c); hint: "
+                        "did you mean \"bb\"?",
+                        (dir / "p.tshard").string()));
+}
+
+TEST(Shard, RandomAccessByRowGroup) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"row", DType::kInt64}, {"text", DType::kString}};
+  std::vector<Table> groups;
+  std::vector<int64_t> first_row;
+  int64_t row = 0;
+  for (int g = 0; g < 20; ++g) {
+    Table t = Table::Empty(schema);
+    first_row.push_back(row);
+    for (int r = 0; r < 1 + g * 7; ++r, ++row) {
+      t.columns[0].AppendInt(row);
+      t.columns[1].AppendString(fmt::format("row {}", row));
+    }
+    groups.push_back(std::move(t));
+  }
+  WriteShard(dir / "r.tshard", schema, groups);
+  ShardReader reader(dir / "r.tshard");
+  std::vector<size_t> order(groups.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::reverse(order.begin(), order.end());
+  std::swap(order[3], order[11]);
+  for (size_t g : order) {
+    const Column c = reader.ReadChunk(g, 0);
+    EXPECT_EQ(c.Values<int64_t>()[0], first_row[g]);
+    ExpectSameColumn(reader.ReadChunk(g, 1, /*verify=*/false), groups[g].columns[1]);
+  }
+  EXPECT_EQ(CatchError([&] { reader.ReadChunk(20, 0); }).kind(), ErrorKind::kData);
+  EXPECT_EQ(CatchError([&] { reader.ReadChunk(0, 2); }).kind(), ErrorKind::kData);
+  EXPECT_EQ(CatchError([&] { (void)reader.row_group(20); }).kind(), ErrorKind::kData);
+}
+
+TEST(Shard, ParallelReadsFromOneReader) {
+  testing::TempDir dir;
+  PhiloxStream rng(11);
+  const std::vector<ColumnSpec> schema = {
+      {"f", DType::kFloat32}, {"s", DType::kString}, {"t", DType::kTokensU32}};
+  std::vector<Table> groups;
+  for (int g = 0; g < 16; ++g) groups.push_back(RandomTable(schema, 200, rng, 0.1));
+  WriteShard(dir / "mt.tshard", schema, groups);
+  const ShardReader reader(dir / "mt.tshard");
+  std::vector<Table> expected;
+  for (size_t g = 0; g < groups.size(); ++g) expected.push_back(reader.ReadRowGroup(g));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int pass = 0; pass < 4; ++pass) {
+        for (size_t i = 0; i < groups.size(); ++i) {
+          const size_t g = (i * 5 + t) % groups.size();
+          const Table got = reader.ReadRowGroup(g, {}, /*verify=*/(t + pass) % 2 == 0);
+          for (size_t c = 0; c < got.columns.size(); ++c) {
+            const bool same = testing::BytesOf(got.columns[c].values()) ==
+                                  testing::BytesOf(groups[g].columns[c].values()) &&
+                              testing::BytesOf(got.columns[c].offsets()) ==
+                                  testing::BytesOf(groups[g].columns[c].offsets());
+            if (!same) ++mismatches;
+          }
+        }
+        if (t == 0) reader.VerifyAll();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  for (size_t g = 0; g < groups.size(); ++g) ExpectSameTable(expected[g], groups[g]);
+}
+
+TEST(Shard, CompressesWhatShrinksAndStoresTheRestAsIs) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"zeros", DType::kInt64}, {"noise", DType::kUInt8}};
+  PhiloxStream rng(5);
+  Table t = Table::Empty(schema);
+  for (int r = 0; r < 20000; ++r) {
+    t.columns[0].AppendInt(0);
+    t.columns[1].AppendInt(rng.NextBelow(256));
+  }
+  WriteShard(dir / "z.tshard", schema, {t}, 3);
+  WriteShard(dir / "n.tshard", schema, {t}, 0);
+  const ShardReader z(dir / "z.tshard"), n(dir / "n.tshard");
+  const ChunkInfo& zeros = z.row_group(0).chunks[0];
+  EXPECT_EQ(zeros.codec, Codec::kZstd);
+  EXPECT_LT(zeros.stored_size * 100, zeros.raw_size);
+  EXPECT_EQ(zeros.raw_size, 64u + 20000 * 8);
+  EXPECT_EQ(z.row_group(0).chunks[1].codec, Codec::kNone);  // zstd did not shrink it
+  EXPECT_EQ(n.row_group(0).chunks[0].codec, Codec::kNone);
+  EXPECT_EQ(n.row_group(0).chunks[0].stored_size, n.row_group(0).chunks[0].raw_size);
+  ExpectSameTable(z.ReadRowGroup(0), t);
+  ExpectSameTable(n.ReadRowGroup(0), t);
+}
+
+// The bytes of a small uncompressed shard, field by field (docs/FORMAT.md).
+TEST(Shard, FileLayoutMatchesTheSpecification) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"price", DType::kFloat32}, {"title", DType::kString}};
+  Table t = Table::Empty(schema);
+  t.columns[0].AppendFloat(1.5);
+  t.columns[0].AppendNull();
+  t.columns[1].AppendString("ab");
+  t.columns[1].AppendString("");
+  const fs::path path = dir / "layout.tshard";
+  WriteShard(path, schema, {t}, 0);
+  const std::string b = testing::ReadBytes(path);
+  const auto u32 = [&](size_t at) {
+    return shard_layout::GetU32(reinterpret_cast<const std::byte*>(b.data() + at));
+  };
+  const auto u64 = [&](size_t at) {
+    return shard_layout::GetU64(reinterpret_cast<const std::byte*>(b.data() + at));
+  };
+
+  EXPECT_EQ(b.substr(0, 16), std::string("TSPSHARD\x01\0\0\0\0\0\0\0", 16));
+  // Chunk 0 (price) at 16: header, validity (1 byte), values (2 x float32).
+  EXPECT_EQ(b.substr(16, 8), std::string("\0\0\0\0\0\0\0\0", 8));  // dtype 0, codec 0, reserved
+  EXPECT_EQ(u64(24), 2u);                                          // rows
+  EXPECT_EQ(u64(32), 1u);
+  EXPECT_EQ(u64(40), 1u);  // validity raw / stored
+  EXPECT_EQ(u64(48), 0u);
+  EXPECT_EQ(u64(56), 0u);  // no offsets
+  EXPECT_EQ(u64(64), 8u);
+  EXPECT_EQ(u64(72), 8u);    // values
+  EXPECT_EQ(b[80], '\x01');  // row 0 valid, row 1 null, padding bits 0
+  EXPECT_EQ(u32(81), std::bit_cast<uint32_t>(1.5f));
+  EXPECT_EQ(u32(85), 0x7FC00000u);  // the null slot: quiet NaN
+  // Chunk 1 (title) at 89: header, offsets (3 x u64), values "ab".
+  EXPECT_EQ(b[89], '\x06');  // DType::kString
+  EXPECT_EQ(u64(89 + 16), 0u);
+  EXPECT_EQ(u64(89 + 32), 24u);
+  EXPECT_EQ(u64(89 + 48), 2u);
+  EXPECT_EQ(u64(153), 0u);
+  EXPECT_EQ(u64(161), 2u);
+  EXPECT_EQ(u64(169), 2u);
+  EXPECT_EQ(b.substr(177, 2), "ab");
+  // Footer at 179, then the 36-byte trailer.
+  const size_t footer_size = b.size() - 179 - 36;
+  const std::string footer = b.substr(179, footer_size);
+  EXPECT_EQ(
+      footer,
+      fmt::format(R"({{"version":1,"rows":2,"schema":[{{"name":"price","dtype":"float32"}},)"
+                  R"({{"name":"title","dtype":"string"}}],"row_groups":[{{"rows":2,"chunks":[)"
+                  R"({{"offset":16,"stored_size":73,"raw_size":73,"codec":"none","checksum":"{}",)"
+                  R"("null_count":1}},{{"offset":89,"stored_size":90,"raw_size":90,"codec":"none",)"
+                  R"("checksum":"{}","null_count":0}}]}}]}})",
+                  HexU64(Xxh3(b.data() + 16, 73)), HexU64(Xxh3(b.data() + 89, 90))));
+  const size_t trailer = b.size() - 36;
+  EXPECT_EQ(u64(trailer), 179u);
+  EXPECT_EQ(u64(trailer + 8), footer_size);
+  EXPECT_EQ(u64(trailer + 16), Xxh3(footer));
+  EXPECT_EQ(u32(trailer + 24), 1u);
+  EXPECT_EQ(b.substr(trailer + 28), "TSPSHARD");
+}
+
+// ---- the writer's contract ---------------------------------------------------
+
+TEST(ShardWriter, RejectsMisuseAndBadOptions) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"a", DType::kInt32}, {"b", DType::kString}};
+  ShardWriter writer(dir / "w.tshard", schema);
+  EXPECT_EQ(CatchError([&] {
+              writer.WriteRowGroup(Table::Empty({{"a", DType::kInt64}}));
+            }).kind(),
+            ErrorKind::kInternal);
+  Table ragged = Table::Empty(schema);
+  ragged.columns[0].AppendInt(1);
+  EXPECT_EQ(CatchError([&] { writer.WriteRowGroup(ragged); }).kind(), ErrorKind::kInternal);
+  ragged.columns[1].AppendString("x");
+  writer.WriteRowGroup(ragged);
+  EXPECT_EQ(writer.rows_written(), 1u);
+  EXPECT_GT(writer.bytes_written(), 16u);
+  writer.Finish();
+  EXPECT_EQ(CatchError([&] { writer.WriteRowGroup(ragged); }).kind(), ErrorKind::kInternal);
+  EXPECT_EQ(CatchError([&] { writer.Finish(); }).kind(), ErrorKind::kInternal);
+
+  for (int level : {-1, 20}) {
+    const Error e =
+        CatchError([&] { ShardWriter(dir / "x.tshard", schema, {.zstd_level = level}); });
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    EXPECT_EQ(e.where().field, "zstd_level");
+  }
+  for (const auto& bad :
+       std::vector<std::vector<ColumnSpec>>{{{"a", DType::kInt32}, {"a", DType::kString}},
+                                            {{"", DType::kInt32}},
+                                            {{"\xff", DType::kBool}}}) {
+    EXPECT_EQ(CatchError([&] { ShardWriter(dir / "x.tshard", bad); }).kind(), ErrorKind::kData);
+  }
+  EXPECT_FALSE(fs::exists(dir / "x.tshard"));
+}
+
+TEST(ShardWriter, AnUnfinishedShardNeverAppears) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"a", DType::kInt32}};
+  {
+    ShardWriter writer(dir / "u.tshard", schema);
+    Table t = Table::Empty(schema);
+    t.columns[0].AppendInt(1);
+    writer.WriteRowGroup(t);
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(ShardReader, MissingFileIsAnIoErrorNamingThePath) {
+  const Error e = CatchError([] { ShardReader("/nonexistent/s.tshard"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kIo);
+  EXPECT_THAT(e.Message(), HasSubstr("/nonexistent/s.tshard"));
+}
+
+TEST(ShardReader, MovesKeepTheOpenShard) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"a", DType::kInt32}};
+  Table t = Table::Empty(schema);
+  t.columns[0].AppendInt(42);
+  WriteShard(dir / "m.tshard", schema, {t});
+  ShardReader a(dir / "m.tshard");
+  ShardReader b(std::move(a));
+  EXPECT_EQ(b.ReadChunk(0, 0).Values<int32_t>()[0], 42);
+  a = std::move(b);
+  EXPECT_EQ(a.path(), dir / "m.tshard");
+  EXPECT_EQ(a.rows(), 1u);
+}
+
+}  // namespace
+}  // namespace topspin
