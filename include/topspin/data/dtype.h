@@ -1,7 +1,7 @@
 // Column types of the shard format.
 //
 // A DType names what one column of a shard stores. Its numeric value is
-// written to disk (one byte per column in the shard header), so the values
+// written to disk (the first byte of every chunk header), so the values
 // below are part of the on-disk format: never renumber or reuse them; add
 // new types at the end. Validate a byte read from disk with DTypeFromByte().
 //

@@ -8,7 +8,13 @@
 //   letor  "label qid:N idx:val ... # comment" (LETOR / SVMlight); sparse
 //          indices become dense float32 columns f1..fK (missing: null),
 //          plus float32 "label" and int64 "qid".
-//   text   UTF-8 text -> token-stream rows (see text importer docs).
+//   text   each file is one UTF-8 document (BOM dropped; empty files give
+//          no row) -> column "tokens" (tokens_u16 when the tokenizer's
+//          vocab <= 65536, else tokens_u32) of its token ids plus the
+//          tokenizer's end-of-text token; a document longer than 2^20
+//          tokens continues in further rows of at most 2^20. Invalid UTF-8
+//          is Error{kData} at file:line:column (on_error skip: the document
+//          is skipped, reason "invalid UTF-8"). No label/group columns.
 //
 // Every malformed input is Error{kData} with file, line and column and the
 // offending text, unless on_error is kSkip: then the row is skipped and
