@@ -18,6 +18,7 @@ namespace topspin::cli {
 namespace {
 
 volatile uint64_t g_sink;
+constexpr size_t kChunkHeaderBytes = 64;  // docs/FORMAT.md, "Chunk header"
 
 struct ChunkRef {
   size_t shard, row_group, column;
@@ -82,12 +83,23 @@ double ZstdSeconds(const DatasetReader& ds, const std::vector<ChunkRef>& chunks,
     for (const auto& c : chunks) {
       const ChunkInfo& info = ds.shard(c.shard).row_group(c.row_group).chunks[c.column];
       if (out.size() < info.raw_size + 64) out.resize(info.raw_size + 64);
-      const std::byte* src = files[c.shard].data() + info.offset;
-      if (info.codec == Codec::kZstd) {
-        total += ZSTD_decompressDCtx(dctx, out.data(), out.size(), src, info.stored_size);
-      } else {
-        std::memcpy(out.data(), src, info.stored_size);
-        total += info.stored_size;
+      // A chunk is a 64-byte header, then one zstd frame per section
+      // (validity, offsets, values); docs/FORMAT.md.
+      const std::byte* p = files[c.shard].data() + info.offset + kChunkHeaderBytes;
+      const std::byte* end = files[c.shard].data() + info.offset + info.stored_size;
+      if (info.codec != Codec::kZstd) {
+        std::memcpy(out.data(), p, static_cast<size_t>(end - p));
+        total += static_cast<uint64_t>(end - p);
+        continue;
+      }
+      while (p < end) {
+        const size_t frame = ZSTD_findFrameCompressedSize(p, static_cast<size_t>(end - p));
+        const size_t n = ZSTD_isError(frame) ? frame : ZSTD_decompressDCtx(dctx, out.data(), out.size(), p, frame);
+        if (ZSTD_isError(n)) {
+          throw InternalError(fmt::format("bench read: zstd: {}", ZSTD_getErrorName(n)));
+        }
+        total += n;
+        p += frame;
       }
     }
     g_sink = total;
