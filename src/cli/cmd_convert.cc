@@ -179,7 +179,8 @@ void RegisterConvert(CLI::App& app) {
   cmd->add_option("--group", args.group, "the group (query id) column; groups must be contiguous");
   cmd->add_option("--columns", args.columns,
                   "column types overriding inference: name:type,... (float32, float64, int32, "
-                  "int64, uint8, bool, string)");
+                  "int64, uint8, bool, string); inferred numbers with a fraction become float32 "
+                  "unless given as float64");
   cmd->add_option("--threads", args.threads, "parser and compression threads (0: one per core)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
