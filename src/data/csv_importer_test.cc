@@ -19,19 +19,14 @@ using testing::Imported;
 using testing::WriteBytes;
 
 ImportOptions Csv() {
-  ImportOptions o;
-  o.format = "csv";
-  return o;
+  return testing::FormatOptions("csv");
 }
 
-// Serial reference settings and a deliberately tiny range size.
-constexpr ImportTuning kSerial{.threads = 1, .range_bytes = size_t{1} << 30};
+using testing::kSerial;
 
 Imported ImportText(const testing::TempDir& dir, std::string_view text,
                     const ImportOptions& options = Csv(), ImportTuning tuning = kSerial) {
-  const auto path = WriteBytes(dir / "f.csv", text);
-  auto importer = OpenCsvImporter({path}, options, tuning);
-  return ImportAll(*importer);
+  return testing::ImportTextAs(dir, "f.csv", text, options, tuning);
 }
 
 std::string ErrorText(const testing::TempDir& dir, std::string_view text,

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/test_util.h"
+#include "data/importers.h"
 #include "topspin/core/error.h"
 #include "topspin/data/column.h"
 #include "topspin/data/importer.h"
@@ -68,6 +70,24 @@ inline void ExpectSameTable(const Table& a, const Table& b) {
     EXPECT_TRUE(std::ranges::equal(x.values(), y.values())) << x.name();
     EXPECT_TRUE(std::ranges::equal(x.offsets(), y.offsets())) << x.name();
   }
+}
+
+// Options for one format, everything else default.
+inline ImportOptions FormatOptions(const char* format) {
+  ImportOptions o;
+  o.format = format;
+  return o;
+}
+
+// Serial reference settings: one thread, one range.
+inline constexpr ImportTuning kSerial{.threads = 1, .range_bytes = size_t{1} << 30};
+
+// Writes `text` to dir/file and imports it with options.format.
+inline Imported ImportTextAs(const TempDir& dir, const std::string& file, std::string_view text,
+                             const ImportOptions& options, ImportTuning tuning = kSerial) {
+  const auto path = WriteBytes(dir / file, text);
+  auto importer = OpenImporter({path}, options, tuning);
+  return ImportAll(*importer);
 }
 
 }  // namespace topspin::testing

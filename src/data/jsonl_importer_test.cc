@@ -19,18 +19,14 @@ using testing::Imported;
 using testing::WriteBytes;
 
 ImportOptions Jsonl() {
-  ImportOptions o;
-  o.format = "jsonl";
-  return o;
+  return testing::FormatOptions("jsonl");
 }
 
-constexpr ImportTuning kSerial{.threads = 1, .range_bytes = size_t{1} << 30};
+using testing::kSerial;
 
 Imported ImportText(const testing::TempDir& dir, std::string_view text,
                     const ImportOptions& options = Jsonl(), ImportTuning tuning = kSerial) {
-  const auto path = WriteBytes(dir / "f.jsonl", text);
-  auto importer = OpenJsonlImporter({path}, options, tuning);
-  return ImportAll(*importer);
+  return testing::ImportTextAs(dir, "f.jsonl", text, options, tuning);
 }
 
 std::string ErrorText(const testing::TempDir& dir, std::string_view text,

@@ -19,18 +19,14 @@ using testing::Imported;
 using testing::WriteBytes;
 
 ImportOptions Letor() {
-  ImportOptions o;
-  o.format = "letor";
-  return o;
+  return testing::FormatOptions("letor");
 }
 
-constexpr ImportTuning kSerial{.threads = 1, .range_bytes = size_t{1} << 30};
+using testing::kSerial;
 
 Imported ImportText(const testing::TempDir& dir, std::string_view text,
                     const ImportOptions& options = Letor(), ImportTuning tuning = kSerial) {
-  const auto path = WriteBytes(dir / "f.txt", text);
-  auto importer = OpenLetorImporter({path}, options, tuning);
-  return ImportAll(*importer);
+  return testing::ImportTextAs(dir, "f.txt", text, options, tuning);
 }
 
 std::string ErrorText(const testing::TempDir& dir, std::string_view text) {
