@@ -269,10 +269,21 @@ Column Column::FromBuffers(ColumnSpec spec, size_t rows, std::vector<uint8_t> va
   }
   c.rows_ = rows;
   c.nulls_ = nulls;
-  c.validity_ = nulls == 0 ? std::vector<uint8_t>{} : std::move(validity);
+  if (nulls == 0) validity.clear();  // empty means all valid; keeps the capacity
+  c.validity_ = std::move(validity);
   c.values_ = std::move(values);
   if (IsVariableLength(c.dtype())) c.offsets_ = std::move(offsets);
   return c;
+}
+
+Column::Buffers Column::TakeBuffers() {
+  Buffers out{std::move(validity_), std::move(values_), std::move(offsets_)};
+  validity_.clear();
+  values_.clear();
+  offsets_.clear();
+  rows_ = 0;
+  nulls_ = 0;
+  return out;
 }
 
 std::vector<ColumnSpec> Table::schema() const {

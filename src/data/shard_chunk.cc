@@ -260,11 +260,14 @@ ChunkHeader CheckChunkHeader(std::span<const std::byte> stored, const ChunkInfo&
 }
 
 Column DecodeChunk(std::span<const std::byte> stored, const ChunkInfo& info, const ColumnSpec& spec,
-                   uint64_t rows, const ChunkWhere& where) {
+                   uint64_t rows, const ChunkWhere& where, Column::Buffers reuse) {
   const ChunkHeader h = CheckChunkHeader(stored, info, spec, rows, where);
-  std::vector<uint8_t> validity(h.validity.raw);
-  std::vector<uint64_t> offsets(h.offsets.raw / sizeof(uint64_t));
-  std::vector<std::byte> values(h.values.raw);
+  std::vector<uint8_t> validity = std::move(reuse.validity);
+  std::vector<uint64_t> offsets = std::move(reuse.offsets);
+  std::vector<std::byte> values = std::move(reuse.values);
+  validity.resize(h.validity.raw);
+  offsets.resize(h.offsets.raw / sizeof(uint64_t));
+  values.resize(h.values.raw);
   uint64_t at = kChunkHeaderSize;
   at = DecodeSection(stored, at, h.validity, info.codec, validity.data(), 0, where);
   at = DecodeSection(stored, at, h.offsets, info.codec, offsets.data(), 1, where);

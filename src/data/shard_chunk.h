@@ -69,9 +69,10 @@ ChunkHeader CheckChunkHeader(std::span<const std::byte> stored, const ChunkInfo&
                              const ColumnSpec& spec, uint64_t rows, const ChunkWhere& where);
 
 // Decodes `stored` (checked with CheckChunkHeader) into a Column,
-// decompressing each section straight into the Column's buffer.
-// Thread-safe (one zstd context per thread).
+// decompressing each section straight into the Column's buffer; `reuse`
+// supplies that memory when its capacity suffices. Thread-safe (one zstd
+// context per thread).
 Column DecodeChunk(std::span<const std::byte> stored, const ChunkInfo& info, const ColumnSpec& spec,
-                   uint64_t rows, const ChunkWhere& where);
+                   uint64_t rows, const ChunkWhere& where, Column::Buffers reuse = {});
 
 }  // namespace topspin::shard_layout

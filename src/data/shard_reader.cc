@@ -175,7 +175,7 @@ size_t ShardReader::ColumnIndex(const std::string& name) const {
       guess ? fmt::format("did you mean \"{}\"?", *guess) : "check the column names in the config");
 }
 
-Column ShardReader::ReadChunk(size_t row_group, size_t column, bool verify) const {
+Column ShardReader::ReadChunk(size_t row_group, size_t column, bool verify, Column reuse) const {
   const Impl& s = *impl_;
   s.CheckRowGroup(row_group);
   s.CheckColumn(column);
@@ -184,26 +184,33 @@ Column ShardReader::ReadChunk(size_t row_group, size_t column, bool verify) cons
   const ChunkWhere where = s.Where(row_group, column);
   const auto stored = s.Stored(info);
   if (verify) VerifyChunkChecksum(stored, info, where);
-  return DecodeChunk(stored, info, s.footer.schema[column], group.rows, where);
+  return DecodeChunk(stored, info, s.footer.schema[column], group.rows, where,
+                     reuse.TakeBuffers());
 }
 
 Table ShardReader::ReadRowGroup(size_t row_group, const std::vector<std::string>& columns,
                                 bool verify) const {
-  impl_->CheckRowGroup(row_group);
-  Table table;
-  if (columns.empty()) {
-    table.columns.reserve(impl_->footer.schema.size());
-    for (size_t c = 0; c < impl_->footer.schema.size(); ++c) {
-      table.columns.push_back(ReadChunk(row_group, c, verify));
-    }
-    return table;
-  }
   std::vector<size_t> indices;
-  indices.reserve(columns.size());
-  for (const auto& name : columns) indices.push_back(ColumnIndex(name));  // fail before decoding
-  table.columns.reserve(indices.size());
-  for (size_t c : indices) table.columns.push_back(ReadChunk(row_group, c, verify));
+  if (columns.empty()) {
+    indices.resize(impl_->footer.schema.size());
+    for (size_t c = 0; c < indices.size(); ++c) indices[c] = c;
+  } else {
+    indices.reserve(columns.size());
+    for (const auto& name : columns) indices.push_back(ColumnIndex(name));  // fail before decoding
+  }
+  Table table;
+  ReadRowGroupInto(row_group, indices, table, verify);
   return table;
+}
+
+void ShardReader::ReadRowGroupInto(size_t row_group, std::span<const size_t> columns, Table& table,
+                                   bool verify) const {
+  impl_->CheckRowGroup(row_group);
+  for (size_t c : columns) impl_->CheckColumn(c);
+  table.columns.resize(columns.size());
+  for (size_t i = 0; i < columns.size(); ++i) {
+    table.columns[i] = ReadChunk(row_group, columns[i], verify, std::move(table.columns[i]));
+  }
 }
 
 void ShardReader::VerifyAll() const {

@@ -51,6 +51,7 @@ TEST(Shard, RoundTripsRandomSchemasAndData) {
   testing::TempDir dir;
   constexpr size_t kGroupRows[] = {1, 2, 7, 8, 9, 63, 64, 65, 300};
   constexpr double kNullRates[] = {0.0, 0.1, 0.9, 1.0};
+  Table reused;  // one scratch table across every schema and row group
   for (uint64_t seed = 0; seed < 48; ++seed) {
     SCOPED_TRACE(fmt::format("seed {}", seed));
     PhiloxStream rng(seed, 1);
@@ -74,6 +75,12 @@ TEST(Shard, RoundTripsRandomSchemasAndData) {
       for (const auto& c : reader.row_group(g).chunks) raw += c.raw_size;
       ExpectSameTable(reader.ReadRowGroup(g), groups[g]);
       ExpectSameTable(reader.ReadRowGroup(g, {}, /*verify=*/false), groups[g]);
+    }
+    std::vector<size_t> all(schema.size());
+    std::iota(all.begin(), all.end(), 0);
+    for (size_t g = groups.size(); g-- > 0;) {  // backwards: buffers shrink and grow
+      reader.ReadRowGroupInto(g, all, reused);
+      ExpectSameTable(reused, groups[g]);
     }
     reader.VerifyAll();
     EXPECT_EQ(summary.path, path);
@@ -230,6 +237,35 @@ TEST(Shard, RandomAccessByRowGroup) {
   EXPECT_EQ(CatchError([&] { reader.ReadChunk(20, 0); }).kind(), ErrorKind::kData);
   EXPECT_EQ(CatchError([&] { reader.ReadChunk(0, 2); }).kind(), ErrorKind::kData);
   EXPECT_EQ(CatchError([&] { (void)reader.row_group(20); }).kind(), ErrorKind::kData);
+}
+
+TEST(Shard, ReadingIntoATableReusesItsMemory) {
+  testing::TempDir dir;
+  PhiloxStream rng(5);
+  const std::vector<ColumnSpec> schema = {
+      {"f", DType::kFloat32}, {"s", DType::kString}, {"i", DType::kInt64}};
+  std::vector<Table> groups;
+  for (int g = 0; g < 4; ++g) groups.push_back(RandomTable(schema, 500, rng, g % 2 ? 0.5 : 0.0));
+  WriteShard(dir / "reuse.tshard", schema, groups);
+  const ShardReader reader(dir / "reuse.tshard");
+  const std::vector<size_t> projection = {2, 0};  // i, f
+  Table table;
+  reader.ReadRowGroupInto(1, projection, table);
+  const std::byte* first = table.columns[0].values().data();
+  for (size_t g : {0, 3, 2, 1}) {
+    reader.ReadRowGroupInto(g, projection, table);
+    ASSERT_EQ(table.columns.size(), 2u);
+    ExpectSameColumn(table.columns[0], groups[g].columns[2]);
+    ExpectSameColumn(table.columns[1], groups[g].columns[0]);
+    EXPECT_EQ(table.columns[0].values().data(), first);  // same rows, same memory
+  }
+  // A failed read names the column and leaves a table that can be reused.
+  EXPECT_EQ(CatchError([&] { reader.ReadRowGroupInto(9, projection, table); }).kind(),
+            ErrorKind::kData);
+  const std::vector<size_t> bad = {0, 7};
+  EXPECT_EQ(CatchError([&] { reader.ReadRowGroupInto(0, bad, table); }).kind(), ErrorKind::kData);
+  reader.ReadRowGroupInto(2, projection, table);
+  ExpectSameColumn(table.columns[1], groups[2].columns[0]);
 }
 
 TEST(Shard, ParallelReadsFromOneReader) {

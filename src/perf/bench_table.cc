@@ -1,5 +1,8 @@
 #include "topspin/perf/bench_table.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +31,23 @@ std::string BenchTableJson(const BenchTable& t) {
   }
   return nlohmann::json{{"workload", t.workload}, {"setup", t.setup}, {"rows", rows}}.dump(2) +
          "\n";
+}
+
+
+std::vector<double> BestSecondsInterleaved(int repeats,
+                                           const std::vector<std::function<void()>>& cases) {
+  for (const auto& fn : cases) fn();  // warm-up round
+  std::vector<double> best(cases.size(), 1e300);
+  for (int round = 0; round < repeats; ++round) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      cases[i]();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      best[i] = std::min(best[i], s);
+    }
+  }
+  return best;
 }
 
 }  // namespace topspin

@@ -82,6 +82,16 @@ class Column {
   static Column FromBuffers(ColumnSpec spec, size_t rows, std::vector<uint8_t> validity,
                             std::vector<std::byte> values, std::vector<uint64_t> offsets);
 
+  // The raw buffers, moved out with their capacity so a reader can decode
+  // the next chunk into the same memory (no allocation, no page faults).
+  struct Buffers {
+    std::vector<uint8_t> validity;
+    std::vector<std::byte> values;
+    std::vector<uint64_t> offsets;
+  };
+  // Leaves the column empty (no rows, no buffers).
+  Buffers TakeBuffers();
+
  private:
   void MarkValidity(bool valid);
   void CheckType(bool ok, const char* what) const;

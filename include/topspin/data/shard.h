@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -99,12 +100,20 @@ class ShardReader {
   size_t ColumnIndex(const std::string& name) const;
 
   // Decodes one chunk. verify=false skips the checksum (the layout is
-  // always checked).
-  Column ReadChunk(size_t row_group, size_t column, bool verify = true) const;
+  // always checked). The buffers of `reuse` (any column, e.g. the previous
+  // row group's) hold the result when they are large enough.
+  Column ReadChunk(size_t row_group, size_t column, bool verify = true, Column reuse = {}) const;
   // Decodes the projected columns of a row group, in the order given
   // (empty: every column).
   Table ReadRowGroup(size_t row_group, const std::vector<std::string>& columns = {},
                      bool verify = true) const;
+  // The hot-loop form: decodes the columns at schema indices `columns`
+  // into `table`, reusing the memory of the columns it already holds. A
+  // reader thread that keeps one Table allocates nothing in steady state,
+  // so threads do not serialise on the allocator and page faults. After
+  // an error the table holds no meaningful data (reuse it or drop it).
+  void ReadRowGroupInto(size_t row_group, std::span<const size_t> columns, Table& table,
+                        bool verify = true) const;
   // Checks every chunk; throws on the first damaged one.
   void VerifyAll() const;
 

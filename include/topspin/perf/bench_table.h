@@ -3,6 +3,7 @@
 // and can write the same rows as JSON (--json FILE).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ std::string BenchTableJson(const BenchTable& table);
 // warm-up run.
 template <typename F>
 double BestSeconds(int repeats, F&& fn);
+
+// The same for several cases measured in rounds (every case once per
+// round, after one warm-up round), so ours and its peer see the same
+// machine conditions on a shared or noisy host. Returns one best time per
+// case, in order.
+std::vector<double> BestSecondsInterleaved(int repeats,
+                                           const std::vector<std::function<void()>>& cases);
 
 // The "core" workload: checksum, hash and RNG throughput against memcpy
 // and std::mt19937_64 on a buffer of `bytes`.
