@@ -1,0 +1,306 @@
+// The transform kernels: each chain runs block by block (kTransformBlock
+// rows held in L1), every op a simple loop the compiler vectorises. The
+// entry points are compiled for x86-64-v4 (AVX-512), v3 (AVX2) and the
+// baseline, picked at load time (GCC target_clones), so one binary runs
+// everywhere and uses the wide units where they exist.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "topspin/core/error.h"
+#include "topspin/core/hash.h"
+#include "topspin/pipeline/transform.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define TOPSPIN_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TOPSPIN_VECTOR_CLONES
+#endif
+#define TOPSPIN_INLINE inline __attribute__((always_inline))
+
+namespace topspin {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---- loading ---------------------------------------------------------------
+
+template <typename T>
+TOPSPIN_INLINE void Widen(const std::byte* values, size_t begin, size_t n, float* x) {
+  const T* v = reinterpret_cast<const T*>(values) + begin;
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(v[i]);
+}
+
+// Rows [begin, begin + n) of a numeric or bool column as float, NaN where null.
+TOPSPIN_INLINE void LoadFloats(const Column& c, size_t begin, size_t n, float* x) {
+  const std::byte* v = c.values().data();
+  switch (c.dtype()) {
+    case DType::kFloat32: std::memcpy(x, v + begin * sizeof(float), n * sizeof(float)); break;
+    case DType::kFloat64: Widen<double>(v, begin, n, x); break;
+    case DType::kInt32: Widen<int32_t>(v, begin, n, x); break;
+    case DType::kInt64: Widen<int64_t>(v, begin, n, x); break;
+    case DType::kUInt8:
+    case DType::kBool: Widen<uint8_t>(v, begin, n, x); break;
+    default: throw InternalError("LoadFloats: not a numeric column");
+  }
+  const auto validity = c.validity();
+  if (validity.empty()) return;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t r = begin + i;
+    const bool valid = (validity[r >> 3] >> (r & 7)) & 1;
+    x[i] = valid ? x[i] : kNaN;
+  }
+}
+
+// Hash keys of rows [begin, begin + n) (transform.h).
+void LoadKeys(const Column& c, size_t begin, size_t n, uint64_t* keys) {
+  const std::byte* v = c.values().data();
+  switch (c.dtype()) {
+    case DType::kInt64: std::memcpy(keys, v + begin * 8, n * 8); break;
+    case DType::kInt32:
+      for (size_t i = 0; i < n; ++i) {
+        keys[i] = static_cast<uint64_t>(int64_t{reinterpret_cast<const int32_t*>(v)[begin + i]});
+      }
+      break;
+    case DType::kUInt8:
+    case DType::kBool:
+      for (size_t i = 0; i < n; ++i) keys[i] = reinterpret_cast<const uint8_t*>(v)[begin + i];
+      break;
+    case DType::kString:
+      for (size_t i = 0; i < n; ++i) keys[i] = Xxh3(c.StringAt(begin + i));
+      break;
+    case DType::kFloat32:
+    case DType::kFloat64:
+      for (size_t i = 0; i < n; ++i) {
+        const double d = c.AsDouble(begin + i);
+        keys[i] = std::isfinite(d) && std::fabs(d) < 9.2e18
+                      ? static_cast<uint64_t>(static_cast<int64_t>(d))
+                      : kNullHashKey;
+      }
+      return;  // AsDouble is NaN for nulls: done
+    default: throw InternalError("LoadKeys: not a hashable column");
+  }
+  const auto validity = c.validity();
+  if (validity.empty()) return;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t r = begin + i;
+    if (!((validity[r >> 3] >> (r & 7)) & 1)) keys[i] = kNullHashKey;
+  }
+}
+
+// ---- value ops (float block, in place) --------------------------------------
+
+// ln(u) for u in [1, FLT_MAX] (Cephes logf: frexp, then a degree-9
+// polynomial on [sqrt(1/2) - 1, sqrt(2) - 1]); branch-free.
+TOPSPIN_INLINE float LogAtLeastOne(float u) {
+  const uint32_t bits = std::bit_cast<uint32_t>(u);
+  float e = static_cast<float>(static_cast<int32_t>(bits >> 23) - 126);
+  float m = std::bit_cast<float>((bits & 0x007fffffu) | 0x3f000000u);  // [0.5, 1)
+  const bool low = m < 0.707106781186547524f;
+  e = low ? e - 1 : e;
+  m = low ? m + m - 1 : m - 1;
+  const float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  return m + y + 0.693359375f * e;
+}
+
+TOPSPIN_INLINE void Slog1pBlock(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float a = std::fabs(v);
+    const float u = 1.0f + a;
+    const float d = u - 1.0f;
+    // Goldberg: ln(u) * a / (u - 1) corrects the rounding of 1 + a.
+    float r = d == 0.0f ? a : LogAtLeastOne(u) * (a / d);
+    r = a == std::numeric_limits<float>::infinity() ? a : r;
+    r = std::copysign(r, v);
+    x[i] = v != v ? v : r;
+  }
+}
+
+TOPSPIN_INLINE void ImputeBlock(float* x, size_t n, float value, float* missing) {
+  if (missing != nullptr) {
+    for (size_t i = 0; i < n; ++i) missing[i] = x[i] != x[i] ? 1.0f : 0.0f;
+  }
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] != x[i] ? value : x[i];
+}
+
+TOPSPIN_INLINE void ClipBlock(float* x, size_t n, float lo, float hi) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i] < lo ? lo : x[i];  // NaN compares false: stays NaN
+    x[i] = v > hi ? hi : v;
+  }
+}
+
+TOPSPIN_INLINE void StandardizeBlock(float* x, size_t n, float mean, float inv_std) {
+  for (size_t i = 0; i < n; ++i) x[i] = (x[i] - mean) * inv_std;
+}
+
+// Runs the value ops of `chain` over one block; `missing` receives the
+// impute flag when the chain has one.
+TOPSPIN_INLINE void ValueOps(const FeatureChain& chain, float* x, size_t n, float* missing) {
+  for (const TransformStep& s : chain.steps) {
+    switch (s.op) {
+      case TransformOp::kImpute:
+        ImputeBlock(x, n, static_cast<float>(s.a), s.flag ? missing : nullptr);
+        break;
+      case TransformOp::kLog1p: Slog1pBlock(x, n); break;
+      case TransformOp::kClip: ClipBlock(x, n, static_cast<float>(s.a), static_cast<float>(s.b)); break;
+      case TransformOp::kStandardize:
+        StandardizeBlock(x, n, static_cast<float>(s.a), static_cast<float>(s.b));
+        break;
+      default: break;  // cast: a no-op on floats; id ops are handled by the sparse runner
+    }
+  }
+}
+
+// ---- id ops -----------------------------------------------------------------
+
+TOPSPIN_INLINE void BucketizeBlock(const float* x, size_t n, const std::vector<float>& edges,
+                                   int64_t null_bucket, int64_t* ids) {
+  for (size_t i = 0; i < n; ++i) ids[i] = 0;
+  for (const float e : edges) {
+    for (size_t i = 0; i < n; ++i) ids[i] += x[i] >= e ? 1 : 0;
+  }
+  for (size_t i = 0; i < n; ++i) ids[i] = x[i] != x[i] ? null_bucket : ids[i];
+}
+
+TOPSPIN_INLINE void ModSlots(uint64_t* h, size_t n, uint64_t slots) {
+  if (std::has_single_bit(slots)) {
+    for (size_t i = 0; i < n; ++i) h[i] &= slots - 1;
+  } else {
+    for (size_t i = 0; i < n; ++i) h[i] %= slots;
+  }
+}
+
+TOPSPIN_INLINE void HashBlock(uint64_t* keys, size_t n, uint64_t seed, uint64_t slots) {
+  for (size_t i = 0; i < n; ++i) keys[i] = Mix64(keys[i] ^ seed);
+  ModSlots(keys, n, slots);
+}
+
+TOPSPIN_INLINE void CrossBlock(uint64_t* a, const uint64_t* b, size_t n, uint64_t seed,
+                               uint64_t slots) {
+  for (size_t i = 0; i < n; ++i) a[i] = Mix64(Mix64(a[i] ^ seed) + b[i]);
+  ModSlots(a, n, slots);
+}
+
+template <typename T>
+TOPSPIN_INLINE void WidenIds(const std::byte* values, size_t begin, size_t n, int64_t* ids) {
+  const T* v = reinterpret_cast<const T*>(values) + begin;
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(v[i]);
+}
+
+// Integer and bool columns: the value is the id (a null row stores 0).
+void CastIntIds(const Column& c, size_t begin, size_t n, int64_t* ids) {
+  switch (c.dtype()) {
+    case DType::kInt64: WidenIds<int64_t>(c.values().data(), begin, n, ids); break;
+    case DType::kInt32: WidenIds<int32_t>(c.values().data(), begin, n, ids); break;
+    case DType::kUInt8:
+    case DType::kBool: WidenIds<uint8_t>(c.values().data(), begin, n, ids); break;
+    default: throw InternalError("cast: not an integer column");
+  }
+}
+
+TOPSPIN_INLINE void CastIdsBlock(const float* x, size_t n, int64_t* ids) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    ids[i] = v == v && std::fabs(v) < 9.2e18f ? static_cast<int64_t>(v) : 0;
+  }
+}
+
+bool IsFloatType(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64;
+}
+
+void CheckRows(const Column& c, size_t begin, size_t n) {
+  if (begin + n > c.size()) {
+    throw InternalError("transform: rows past the end of column \"" + c.name() + "\"");
+  }
+}
+
+}  // namespace
+
+TOPSPIN_VECTOR_CLONES
+void Slog1pInPlace(float* x, size_t n) {
+  Slog1pBlock(x, n);
+}
+
+TOPSPIN_VECTOR_CLONES
+void RunDenseChain(const FeatureChain& chain, const Column& column, size_t begin, size_t n,
+                   float* out, size_t stride) {
+  CheckRows(column, begin, n);
+  alignas(64) float x[kTransformBlock];
+  alignas(64) float missing[kTransformBlock];
+  const bool flag = chain.width() == 2;
+  for (size_t at = 0; at < n; at += kTransformBlock) {
+    const size_t m = std::min(kTransformBlock, n - at);
+    LoadFloats(column, begin + at, m, x);
+    ValueOps(chain, x, m, missing);
+    float* o = out + at * stride;
+    for (size_t i = 0; i < m; ++i) o[i * stride] = x[i];
+    if (flag) {
+      for (size_t i = 0; i < m; ++i) o[i * stride + 1] = missing[i];
+    }
+  }
+}
+
+TOPSPIN_VECTOR_CLONES
+void RunSparseChain(const FeatureChain& chain, const Column& a, const Column* b, size_t begin,
+                    size_t n, int64_t* out, size_t stride) {
+  CheckRows(a, begin, n);
+  if (b != nullptr) CheckRows(*b, begin, n);
+  const TransformStep& last = chain.steps.back();
+  alignas(64) float x[kTransformBlock];
+  alignas(64) uint64_t keys[kTransformBlock];
+  alignas(64) uint64_t keys_b[kTransformBlock];
+  alignas(64) int64_t ids[kTransformBlock];
+  for (size_t at = 0; at < n; at += kTransformBlock) {
+    const size_t m = std::min(kTransformBlock, n - at);
+    const int64_t* result = ids;
+    switch (last.op) {
+      case TransformOp::kBucketize:
+        LoadFloats(a, begin + at, m, x);
+        ValueOps(chain, x, m, nullptr);
+        BucketizeBlock(x, m, last.edges, static_cast<int64_t>(last.count), ids);
+        break;
+      case TransformOp::kCast:
+        if (IsFloatType(a.dtype())) {
+          LoadFloats(a, begin + at, m, x);
+          CastIdsBlock(x, m, ids);
+        } else {
+          CastIntIds(a, begin + at, m, ids);
+        }
+        break;
+      case TransformOp::kHash:
+        LoadKeys(a, begin + at, m, keys);
+        HashBlock(keys, m, last.seed, last.count);
+        result = reinterpret_cast<const int64_t*>(keys);
+        break;
+      case TransformOp::kCross:
+        if (b == nullptr) throw InternalError("cross without its second column");
+        LoadKeys(a, begin + at, m, keys);
+        LoadKeys(*b, begin + at, m, keys_b);
+        CrossBlock(keys, keys_b, m, last.seed, last.count);
+        result = reinterpret_cast<const int64_t*>(keys);
+        break;
+      default: throw InternalError("a sparse chain must end in an id op");
+    }
+    int64_t* o = out + at * stride;
+    for (size_t i = 0; i < m; ++i) o[i * stride] = result[i];
+  }
+}
+
+}  // namespace topspin
