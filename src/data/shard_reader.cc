@@ -213,6 +213,19 @@ void ShardReader::ReadRowGroupInto(size_t row_group, std::span<const size_t> col
   }
 }
 
+uint64_t ShardReader::VerifyRowGroup(size_t row_group, std::span<const size_t> columns) const {
+  const Impl& s = *impl_;
+  s.CheckRowGroup(row_group);
+  uint64_t bytes = 0;
+  for (size_t c : columns) {
+    s.CheckColumn(c);
+    const ChunkInfo& info = s.footer.row_groups[row_group].chunks[c];
+    VerifyChunkChecksum(s.Stored(info), info, s.Where(row_group, c));
+    bytes += info.stored_size;
+  }
+  return bytes;
+}
+
 void ShardReader::VerifyAll() const {
   const Impl& s = *impl_;
   for (size_t g = 0; g < s.footer.row_groups.size(); ++g) {

@@ -14,7 +14,8 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
     !defined(__SANITIZE_ADDRESS__)
-#define TOPSPIN_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define TOPSPIN_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TOPSPIN_VECTOR_CLONES
 #endif
@@ -158,7 +159,9 @@ TOPSPIN_INLINE void ValueOps(const FeatureChain& chain, float* x, size_t n, floa
         ImputeBlock(x, n, static_cast<float>(s.a), s.flag ? missing : nullptr);
         break;
       case TransformOp::kLog1p: Slog1pBlock(x, n); break;
-      case TransformOp::kClip: ClipBlock(x, n, static_cast<float>(s.a), static_cast<float>(s.b)); break;
+      case TransformOp::kClip:
+        ClipBlock(x, n, static_cast<float>(s.a), static_cast<float>(s.b));
+        break;
       case TransformOp::kStandardize:
         StandardizeBlock(x, n, static_cast<float>(s.a), static_cast<float>(s.b));
         break;

@@ -15,10 +15,10 @@ namespace {
 
 const std::map<std::string, TransformOp, std::less<>>& OpsByName() {
   static const std::map<std::string, TransformOp, std::less<>> ops = {
-      {"impute", TransformOp::kImpute},       {"log1p", TransformOp::kLog1p},
-      {"clip", TransformOp::kClip},           {"standardize", TransformOp::kStandardize},
-      {"cast", TransformOp::kCast},           {"bucketize", TransformOp::kBucketize},
-      {"hash", TransformOp::kHash},           {"cross", TransformOp::kCross}};
+      {"impute", TransformOp::kImpute}, {"log1p", TransformOp::kLog1p},
+      {"clip", TransformOp::kClip},     {"standardize", TransformOp::kStandardize},
+      {"cast", TransformOp::kCast},     {"bucketize", TransformOp::kBucketize},
+      {"hash", TransformOp::kHash},     {"cross", TransformOp::kCross}};
   return ops;
 }
 
@@ -305,20 +305,20 @@ void ResolveFeatureChain(FeatureChain& chain, const Manifest& manifest, uint64_t
                                    [&](const ColumnSpec& s) { return s.name == column; });
     if (spec == manifest.schema.end()) {
       const auto guess = ClosestMatch(column, names);
-      throw ConfigError(
-          fmt::format("\"{}\": the dataset has no column \"{}\"", chain.text, column),
-          ErrorWhere{.field = chain.field},
-          guess ? fmt::format("did you mean \"{}\"?", *guess)
-                : fmt::format("columns: {}", Join(names, ", ")));
-    }
-    const bool hashed = chain.steps.back().op == TransformOp::kHash ||
-                        chain.steps.back().op == TransformOp::kCross;
-    if (hashed ? !Hashable(spec->dtype) : !(IsNumeric(spec->dtype) || spec->dtype == DType::kBool)) {
-      throw ConfigError(fmt::format("\"{}\": column \"{}\" is {}, which {} cannot take",
-                                    chain.text, column, DTypeName(spec->dtype),
-                                    TransformOpName(chain.steps.back().op)),
+      throw ConfigError(fmt::format("\"{}\": the dataset has no column \"{}\"", chain.text, column),
                         ErrorWhere{.field = chain.field},
-                        "strings take hash or cross; token columns feed language models");
+                        guess ? fmt::format("did you mean \"{}\"?", *guess)
+                              : fmt::format("columns: {}", Join(names, ", ")));
+    }
+    const bool hashed =
+        chain.steps.back().op == TransformOp::kHash || chain.steps.back().op == TransformOp::kCross;
+    if (hashed ? !Hashable(spec->dtype)
+               : !(IsNumeric(spec->dtype) || spec->dtype == DType::kBool)) {
+      throw ConfigError(
+          fmt::format("\"{}\": column \"{}\" is {}, which {} cannot take", chain.text, column,
+                      DTypeName(spec->dtype), TransformOpName(chain.steps.back().op)),
+          ErrorWhere{.field = chain.field},
+          "strings take hash or cross; token columns feed language models");
     }
   }
   Sketch sketch;

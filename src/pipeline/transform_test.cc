@@ -140,7 +140,7 @@ TEST(Transform, DenseChainMatchesHandComputedValues) {
       EXPECT_NEAR(out[r * 3], expect(in[r]), 1e-5);
     }
     EXPECT_EQ(out[r * 3 + 1], r == 1 || r == 5 ? 1 : 0);  // missing flag
-    EXPECT_EQ(out[r * 3 + 2], -99);                        // untouched
+    EXPECT_EQ(out[r * 3 + 2], -99);                       // untouched
   }
 }
 
@@ -167,8 +167,8 @@ TEST(Transform, IntegerNullsAndRowRangesAcrossBlocks) {
 }
 
 TEST(Transform, Slog1pIsAccurateEverywhere) {
-  std::vector<float> xs = {0.0f, -0.0f, 1e-30f, 1e-8f, -1e-8f, 1e-4f, 0.5f, 1, 2, 10, 1e6f, -1e6f,
-                           3.4e38f, -3.4e38f, kInf, -kInf};
+  std::vector<float> xs = {0.0f, -0.0f, 1e-30f, 1e-8f, -1e-8f,  1e-4f,    0.5f, 1,
+                           2,    10,    1e6f,   -1e6f, 3.4e38f, -3.4e38f, kInf, -kInf};
   PhiloxStream rng(3);
   for (int i = 0; i < 20000; ++i) {
     xs.push_back(static_cast<float>(std::exp(rng.NextNormal() * 8) * (i % 2 ? 1 : -1)));

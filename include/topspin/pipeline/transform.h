@@ -2,7 +2,8 @@
 // against a dataset's manifest statistics, run over a decoded row group.
 //
 // A chain is one string (config lists pipeline.dense and pipeline.sparse):
-//   "<column>: <op> | <op> | ..."          e.g. "sales_7d: impute(mean, flag) | log1p | standardize"
+//   "<column>: <op> | <op> | ..."          e.g. "sales_7d: impute(mean, flag) | log1p |
+//   standardize"
 //   "<a> x <b>: cross(<slots>)"            a hashed pair of categoricals
 // Dense chains produce float32 features (one, plus one missing flag when
 // impute says `flag`); sparse chains produce one int64 id and must end in
@@ -62,10 +63,10 @@ struct TransformStep {
   TransformOp op = TransformOp::kCast;
   // impute: "mean", "median", "min", "max" or "" (a number, in a).
   std::string impute_stat;
-  bool flag = false;   // impute(..., flag)
-  double a = 0, b = 0;  // impute value; clip lo, hi; standardize mean, 1/std
-  uint64_t count = 0;   // bucketize N; hash/cross slots
-  uint64_t seed = 0;    // hash, cross
+  bool flag = false;         // impute(..., flag)
+  double a = 0, b = 0;       // impute value; clip lo, hi; standardize mean, 1/std
+  uint64_t count = 0;        // bucketize N; hash/cross slots
+  uint64_t seed = 0;         // hash, cross
   std::vector<float> edges;  // bucketize, after Resolve()
 };
 
@@ -76,8 +77,8 @@ struct FeatureChain {
   FeatureKind kind = FeatureKind::kDense;
   std::vector<std::string> columns;  // one, or two for cross
   std::vector<TransformStep> steps;
-  std::string text;                  // as written, for messages
-  std::string field;                 // "pipeline.dense[3]"
+  std::string text;   // as written, for messages
+  std::string field;  // "pipeline.dense[3]"
 
   // Outputs this chain writes: dense 1 (+1 with an impute flag), sparse 1.
   size_t width() const;

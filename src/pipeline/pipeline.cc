@@ -1,0 +1,532 @@
+// The pipeline's scheduler: plans batches in order, loads the units they
+// need in first-use order into an LRU cache, assembles batches on any
+// worker, and hands them to the consumer strictly in order.
+//
+// Everything below `mu` is guarded by it; workers drop it while they read,
+// decode, transform or assemble. A batch may only be assembled while its
+// sequence number is below consume_seq + prefetch (the bounded queue), and
+// only units for at most prefetch + threads planned batches are loaded
+// ahead. A unit that does not fit the cache budget is still loaded when the
+// oldest unfinished batch needs it, so the consumer always makes progress.
+#include "topspin/pipeline/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "pipeline/source.h"
+#include "topspin/core/error.h"
+
+namespace topspin {
+
+using namespace pipeline_internal;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+uint64_t NanosSince(Clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
+}
+
+// The units one batch uses, looked up without the scheduler's lock.
+class BatchUnits final : public UnitLookup {
+ public:
+  std::vector<std::pair<size_t, std::shared_ptr<const Unit>>> units;  // sorted by index
+  const Unit* Get(size_t u) const override {
+    const auto it = std::lower_bound(units.begin(), units.end(), u,
+                                     [](const auto& e, size_t v) { return e.first < v; });
+    return it != units.end() && it->first == u ? it->second.get() : nullptr;
+  }
+};
+
+}  // namespace
+
+struct Pipeline::Impl {
+  struct Planned {
+    uint64_t seq, epoch, index;
+    std::vector<uint64_t> samples;
+    std::vector<size_t> units;
+    size_t missing = 0;  // units not yet loaded (or failed)
+  };
+  enum class UnitState { kQueued, kLoading, kReady, kFailed, kSkipped };
+  struct Entry {
+    UnitState state = UnitState::kQueued;
+    std::shared_ptr<const Unit> unit;
+    std::exception_ptr error;
+    int refs = 0;  // planned, unassembled batches using it
+    uint64_t first_seq = 0;
+    std::vector<uint64_t> waiters;  // seqs of planned batches waiting for it
+    std::list<size_t>::iterator lru;
+    bool in_lru = false;
+  };
+  struct Result {
+    BatchPtr batch{nullptr, BatchReturn{nullptr}};
+    std::exception_ptr error;
+    uint64_t epoch = 0, index = 0, rows = 0;
+  };
+  struct AssembleJob {
+    Planned plan;
+    BatchUnits units;
+    BatchPtr batch{nullptr, BatchReturn{nullptr}};
+    std::exception_ptr error;
+  };
+  struct WorkerCounters {
+    std::atomic<uint64_t> busy_ns{0}, wait_input_ns{0}, wait_output_ns{0};
+  };
+
+  Impl(std::unique_ptr<Source> src, const PipelineOptions& o, const PipelineState& start);
+  void Start(const std::weak_ptr<Impl>& self);
+  void Stop();
+
+  // ---- workers ----
+  void WorkerLoop(size_t w);
+  void PlanLocked();
+  bool ClaimAssembleLocked(AssembleJob& job);
+  void FinishAssembleLocked(AssembleJob& job, uint64_t rows);
+  bool ClaimLoadLocked(size_t& unit);
+  void FinishLoadLocked(size_t unit, std::shared_ptr<const Unit> loaded, std::exception_ptr error);
+  void Release(size_t unit);
+  void EvictLocked(size_t need);
+  void NoteReadyChangeLocked();
+
+  // ---- consumer ----
+  BatchPtr Next();
+  PipelineStats Stats() const;
+
+  PipelineOptions opt;
+  std::unique_ptr<Source> source;
+  SampleOrder order;
+  BatchSlice slice;
+  uint64_t bpe;
+  BatchLayout layout;
+  std::shared_ptr<BatchPool> pool;
+  StageCounters stages;
+  std::vector<std::unique_ptr<WorkerCounters>> worker_counters;
+  std::vector<std::thread> threads;
+  Clock::time_point created = Clock::now();
+
+  mutable std::mutex mu;
+  std::condition_variable work_cv;      // workers wait here
+  std::condition_variable consumer_cv;  // Next() waits here
+  bool stop = false;
+  // Planning: the next batch to plan.
+  uint64_t plan_epoch, plan_index, next_seq = 0;
+  bool plan_done = false;
+  std::deque<Planned> pending;  // planned, not yet claimed, by seq
+  // Units.
+  std::unordered_map<size_t, Entry> entries;
+  std::deque<size_t> load_queue;
+  std::list<size_t> lru;  // ready units no planned batch uses; front = least recent
+  size_t resident_bytes = 0, unit_estimate = 0;
+  uint64_t cache_loads = 0, cache_hits = 0, skipped_units = 0;
+  // Output.
+  std::map<uint64_t, Result> ready;
+  std::set<uint64_t> unfinished;
+  uint64_t consume_seq = 0;
+  std::exception_ptr failure;
+  PipelineState state;
+  uint64_t batches = 0, samples = 0, rows = 0, consumer_wait_ns = 0;
+  double ready_integral = 0;  // sum of ready.size() * seconds
+  Clock::time_point ready_changed = Clock::now();
+};
+
+Pipeline::Impl::Impl(std::unique_ptr<Source> src, const PipelineOptions& o,
+                     const PipelineState& start)
+    : opt(o),
+      source(std::move(src)),
+      order(source->samples(), SampleOrderOptions{.mode = o.shuffle,
+                                                  .seed = o.seed,
+                                                  .block_size = source->block_size(),
+                                                  .window_blocks = o.window_blocks}),
+      slice(RankSlice(o.batch_size, o.rank, o.world_size)),
+      bpe(BatchesPerEpoch(source->samples(), o.batch_size, o.drop_last)),
+      layout(source->Layout(slice.size())),
+      plan_epoch(start.epoch),
+      plan_index(start.next_batch),
+      state(start) {
+  if (o.threads < 1 || o.prefetch < 1) {
+    throw ConfigError(
+        fmt::format("pipeline threads {} and prefetch {} must be at least 1", o.threads,
+                    o.prefetch),
+        ErrorWhere{.field = o.threads < 1 ? "pipeline.threads" : "pipeline.prefetch"});
+  }
+  if (bpe == 0) {
+    throw ConfigError(fmt::format("the dataset has {} samples, fewer than one global batch of {}",
+                                  source->samples(), o.batch_size),
+                      ErrorWhere{.field = "pipeline.batch_size"},
+                      "lower pipeline.batch_size or set pipeline.drop_last: false");
+  }
+  const bool resuming = start.epoch != 0 || start.next_batch != 0;
+  if (resuming && start.seed != o.seed) {
+    throw ConfigError(fmt::format("resuming a pipeline of seed {} with seed {}: the order would "
+                                  "differ",
+                                  start.seed, o.seed),
+                      ErrorWhere{.field = "run.seed"}, "resume with the run's original seed");
+  }
+  if (start.next_batch >= bpe) {
+    throw ConfigError(
+        fmt::format("resume point batch {} is past the epoch's {} batches", start.next_batch, bpe),
+        ErrorWhere{.field = "pipeline"},
+        "the batch size or dataset changed since the state was saved");
+  }
+  state.seed = o.seed;
+  plan_done = o.max_epochs != 0 && plan_epoch >= o.max_epochs;
+  pool = BatchPool::Create(layout, static_cast<size_t>(o.prefetch + o.threads + 2), o.allocator);
+}
+
+void Pipeline::Impl::Start(const std::weak_ptr<Impl>& self) {
+  // A batch returned to the pool may unblock a worker waiting for a buffer.
+  pool->SetOnReturn([self] {
+    if (const auto impl = self.lock()) {
+      std::lock_guard lock(impl->mu);
+      impl->work_cv.notify_all();
+    }
+  });
+  for (int w = 0; w < opt.threads; ++w) {
+    worker_counters.push_back(std::make_unique<WorkerCounters>());
+  }
+  for (int w = 0; w < opt.threads; ++w) {
+    threads.emplace_back([this, w] { WorkerLoop(static_cast<size_t>(w)); });
+  }
+}
+
+void Pipeline::Impl::Stop() {
+  {
+    std::lock_guard lock(mu);
+    stop = true;
+  }
+  work_cv.notify_all();
+  consumer_cv.notify_all();
+  for (auto& t : threads) t.join();
+  threads.clear();
+  pool->SetOnReturn(nullptr);
+}
+
+// ---- planning ------------------------------------------------------------------
+
+void Pipeline::Impl::PlanLocked() {
+  const uint64_t lookahead = static_cast<uint64_t>(opt.prefetch + opt.threads);
+  const uint64_t n = source->samples();
+  while (!plan_done && next_seq < consume_seq + lookahead) {
+    Planned p{.seq = next_seq, .epoch = plan_epoch, .index = plan_index};
+    const uint64_t base = plan_index * opt.batch_size;
+    for (uint64_t pos = base + slice.begin; pos < base + slice.end && pos < n; ++pos) {
+      p.samples.push_back(order.At(plan_epoch, pos));
+      source->UnitsOf(plan_epoch, p.samples.back(), p.units);
+    }
+    std::sort(p.units.begin(), p.units.end());
+    p.units.erase(std::unique(p.units.begin(), p.units.end()), p.units.end());
+    for (size_t u : p.units) {
+      auto [it, inserted] = entries.try_emplace(u);
+      Entry& e = it->second;
+      if (inserted) {
+        e.first_seq = p.seq;
+        load_queue.push_back(u);
+      } else if (e.state == UnitState::kReady) {
+        ++cache_hits;
+      }
+      if (e.in_lru) {
+        lru.erase(e.lru);
+        e.in_lru = false;
+      }
+      ++e.refs;
+      if (e.state == UnitState::kQueued || e.state == UnitState::kLoading) {
+        ++p.missing;
+        e.waiters.push_back(p.seq);
+      }
+    }
+    unfinished.insert(p.seq);
+    pending.push_back(std::move(p));
+    ++next_seq;
+    if (++plan_index == bpe) {
+      plan_index = 0;
+      ++plan_epoch;
+      plan_done = opt.max_epochs != 0 && plan_epoch >= opt.max_epochs;
+    }
+  }
+}
+
+// ---- assembly ------------------------------------------------------------------
+
+bool Pipeline::Impl::ClaimAssembleLocked(AssembleJob& job) {
+  for (auto it = pending.begin(); it != pending.end(); ++it) {
+    if (it->seq >= consume_seq + static_cast<uint64_t>(opt.prefetch)) return false;
+    if (it->missing != 0) continue;
+    job.error = nullptr;
+    job.units.units.clear();
+    for (size_t u : it->units) {
+      const Entry& e = entries.at(u);
+      if (e.state == UnitState::kFailed && !job.error) job.error = e.error;
+      if (e.state == UnitState::kReady) job.units.units.emplace_back(u, e.unit);
+    }
+    if (!job.error) {
+      job.batch = pool->TryAcquire();
+      if (!job.batch) return false;  // every buffer is out: wait for one
+    }
+    job.plan = std::move(*it);
+    pending.erase(it);
+    return true;
+  }
+  return false;
+}
+
+void Pipeline::Impl::FinishAssembleLocked(AssembleJob& job, uint64_t rows_written) {
+  Result& r = ready[job.plan.seq];
+  r.batch = std::move(job.batch);
+  r.error = job.error;
+  r.epoch = job.plan.epoch;
+  r.index = job.plan.index;
+  r.rows = rows_written;
+  unfinished.erase(job.plan.seq);
+  for (size_t u : job.plan.units) Release(u);
+  NoteReadyChangeLocked();
+  consumer_cv.notify_one();
+}
+
+void Pipeline::Impl::Release(size_t u) {
+  Entry& e = entries.at(u);
+  if (--e.refs > 0) return;
+  if (e.state == UnitState::kReady) {
+    e.lru = lru.insert(lru.end(), u);
+    e.in_lru = true;
+  } else {
+    entries.erase(u);  // failed or skipped: nothing to keep
+  }
+}
+
+// ---- loading -------------------------------------------------------------------
+
+void Pipeline::Impl::EvictLocked(size_t need) {
+  while (resident_bytes + need > opt.cache_bytes && !lru.empty()) {
+    const size_t u = lru.front();
+    lru.pop_front();
+    resident_bytes -= entries.at(u).unit->bytes;
+    entries.erase(u);
+  }
+}
+
+bool Pipeline::Impl::ClaimLoadLocked(size_t& unit) {
+  if (load_queue.empty()) return false;
+  const size_t u = load_queue.front();
+  EvictLocked(unit_estimate);
+  const bool fits = resident_bytes + unit_estimate <= opt.cache_bytes;
+  const uint64_t oldest = unfinished.empty() ? next_seq : *unfinished.begin();
+  if (!fits && entries.at(u).first_seq > oldest) return false;
+  load_queue.pop_front();
+  entries.at(u).state = UnitState::kLoading;
+  resident_bytes += unit_estimate;  // reserved; corrected when it loads
+  unit = u;
+  return true;
+}
+
+void Pipeline::Impl::FinishLoadLocked(size_t u, std::shared_ptr<const Unit> loaded,
+                                      std::exception_ptr error) {
+  Entry& e = entries.at(u);
+  resident_bytes -= unit_estimate;
+  if (loaded) {
+    e.state = UnitState::kReady;
+    e.unit = std::move(loaded);
+    resident_bytes += e.unit->bytes;
+    unit_estimate = std::max(unit_estimate, e.unit->bytes);
+    ++cache_loads;
+  } else {
+    bool skip = false;
+    if (opt.on_error == OnError::kSkip) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const Error& err) {
+        skip = err.kind() == ErrorKind::kData;
+      } catch (...) {
+      }
+    }
+    e.state = skip ? UnitState::kSkipped : UnitState::kFailed;
+    e.error = skip ? nullptr : error;
+    skipped_units += skip ? 1 : 0;
+  }
+  for (uint64_t seq : e.waiters) {
+    for (auto& p : pending) {
+      if (p.seq == seq) --p.missing;
+    }
+  }
+  e.waiters.clear();
+}
+
+// ---- the worker loop -----------------------------------------------------------------
+
+void Pipeline::Impl::WorkerLoop(size_t w) {
+  WorkerCounters& counters = *worker_counters[w];
+  Table scratch;
+  std::unique_lock lock(mu);
+  while (!stop) {
+    PlanLocked();
+    AssembleJob job;
+    if (ClaimAssembleLocked(job)) {
+      lock.unlock();
+      uint64_t written = 0;
+      if (!job.error) {
+        StageClock clock(stages, counters.busy_ns);
+        try {
+          job.batch->epoch = job.plan.epoch;
+          job.batch->index = job.plan.index;
+          written = source->Assemble(job.plan.epoch, job.plan.samples, job.units, *job.batch);
+          clock.Lap(kAssemble, job.batch->FilledBytes());
+        } catch (...) {
+          job.error = std::current_exception();
+          job.batch.reset();  // back to the pool before taking the lock
+        }
+      }
+      job.units.units.clear();
+      lock.lock();
+      FinishAssembleLocked(job, written);
+      work_cv.notify_all();
+      continue;
+    }
+    size_t unit = 0;
+    if (ClaimLoadLocked(unit)) {
+      lock.unlock();
+      std::shared_ptr<const Unit> loaded;
+      std::exception_ptr error;
+      StageClock clock(stages, counters.busy_ns);
+      try {
+        loaded = source->Load(unit, scratch, clock);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      FinishLoadLocked(unit, std::move(loaded), error);
+      work_cv.notify_all();
+      continue;
+    }
+    // Nothing to do: either the ready queue is full (the consumer is
+    // behind) or the next batch waits on units loading elsewhere.
+    const bool output_blocked =
+        !pending.empty() && pending.front().missing == 0 && load_queue.empty();
+    const auto t = Clock::now();
+    work_cv.wait(lock);
+    (output_blocked ? counters.wait_output_ns : counters.wait_input_ns) += NanosSince(t);
+  }
+}
+
+// ---- the consumer ----------------------------------------------------------------
+
+void Pipeline::Impl::NoteReadyChangeLocked() {
+  const auto now = Clock::now();
+  ready_integral += static_cast<double>(ready.size()) *
+                    std::chrono::duration<double>(now - ready_changed).count();
+  ready_changed = now;
+}
+
+BatchPtr Pipeline::Impl::Next() {
+  std::unique_lock lock(mu);
+  if (failure) std::rethrow_exception(failure);
+  if (plan_done && consume_seq == next_seq) return BatchPtr(nullptr, BatchReturn{nullptr});
+  const auto t = Clock::now();
+  consumer_cv.wait(lock, [&] { return stop || ready.count(consume_seq) != 0; });
+  consumer_wait_ns += NanosSince(t);
+  if (stop) throw InternalError("the pipeline stopped while a batch was awaited");
+  NoteReadyChangeLocked();
+  auto node = ready.extract(consume_seq);
+  ++consume_seq;
+  work_cv.notify_all();
+  Result& r = node.mapped();
+  if (r.error) {
+    failure = r.error;
+    std::rethrow_exception(failure);
+  }
+  state.epoch = r.epoch;
+  state.next_batch = r.index + 1;
+  if (state.next_batch == bpe) {
+    state.next_batch = 0;
+    ++state.epoch;
+  }
+  ++batches;
+  samples += r.batch->num_lists;
+  rows += r.rows;
+  return std::move(r.batch);
+}
+
+PipelineStats Pipeline::Impl::Stats() const {
+  PipelineStats s;
+  for (int i = 0; i < kNumStages; ++i) {
+    s.stages.push_back({kStageNames[i], double(stages.busy_ns[i].load()) * 1e-9,
+                        stages.items[i].load(), stages.bytes[i].load()});
+  }
+  for (const auto& w : worker_counters) {
+    s.workers.push_back({double(w->busy_ns.load()) * 1e-9, double(w->wait_input_ns.load()) * 1e-9,
+                         double(w->wait_output_ns.load()) * 1e-9});
+  }
+  std::lock_guard lock(mu);
+  const double elapsed = std::chrono::duration<double>(Clock::now() - created).count();
+  const double integral =
+      ready_integral +
+      double(ready.size()) * std::chrono::duration<double>(Clock::now() - ready_changed).count();
+  s.queue_capacity = static_cast<size_t>(opt.prefetch);
+  s.queue_ready = ready.size();
+  s.queue_mean_ready = elapsed > 0 ? integral / elapsed : 0;
+  s.consumer_wait_s = double(consumer_wait_ns) * 1e-9;
+  s.elapsed_s = elapsed;
+  s.batches = batches;
+  s.samples = samples;
+  s.rows = rows;
+  s.skipped_units = skipped_units;
+  s.cache_loads = cache_loads;
+  s.cache_hits = cache_hits;
+  s.cache_resident_bytes = resident_bytes;
+  return s;
+}
+
+// ---- Pipeline ------------------------------------------------------------------
+
+Pipeline::Pipeline(const RankingSpec& spec, const PipelineOptions& options,
+                   const PipelineState& start)
+    : impl_(std::make_shared<Impl>(MakeRankingSource(spec, options), options, start)) {
+  impl_->Start(impl_);
+}
+
+Pipeline::Pipeline(const LanguageModelSpec& spec, const PipelineOptions& options,
+                   const PipelineState& start)
+    : impl_(std::make_shared<Impl>(MakeLanguageModelSource(spec, options), options, start)) {
+  impl_->Start(impl_);
+}
+
+Pipeline::~Pipeline() {
+  impl_->Stop();
+}
+
+BatchPtr Pipeline::Next() {
+  return impl_->Next();
+}
+PipelineState Pipeline::state() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->state;
+}
+PipelineStats Pipeline::Stats() const {
+  return impl_->Stats();
+}
+const BatchLayout& Pipeline::layout() const {
+  return impl_->layout;
+}
+uint64_t Pipeline::samples_per_epoch() const {
+  return impl_->source->samples();
+}
+uint64_t Pipeline::batches_per_epoch() const {
+  return impl_->bpe;
+}
+const std::vector<std::string>& Pipeline::dense_names() const {
+  return impl_->source->dense_names();
+}
+const std::vector<std::string>& Pipeline::sparse_names() const {
+  return impl_->source->sparse_names();
+}
+
+}  // namespace topspin

@@ -1,0 +1,342 @@
+#include "topspin/pipeline/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "core/test_util.h"
+#include "topspin/core/error.h"
+#include "topspin/data/dataset.h"
+#include "topspin/data/gen_shop.h"
+
+namespace topspin {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A gen shop dataset with small row groups (many units), written once.
+const fs::path& ShopDir() {
+  static testing::TempDir dir;
+  static const fs::path path = [] {
+    const fs::path p = dir / "shop";
+    DatasetWriterOptions w;
+    w.row_group_rows = 700;
+    w.shard_bytes = 200 << 10;  // several shards
+    WriteShopShards(p, ShopOptions{.queries = 300, .seed = 5, .threads = 1}, w);
+    return p;
+  }();
+  return path;
+}
+
+RankingSpec ShopSpec(const fs::path& dir = ShopDir()) {
+  return RankingSpec{.dataset = dir,
+                     .dense = {"price: impute(mean, flag) | log1p | standardize | clip(-5, 5)",
+                               "rating_avg: impute(median, flag)", "sales_30d: log1p"},
+                     .sparse = {"qid: cast", "brand: hash(1024)", "price: bucketize(16)",
+                                "brand x category: cross(4096)"}};
+}
+
+// Everything a batch holds, comparable byte for byte.
+struct Snapshot {
+  uint64_t epoch, index;
+  std::vector<float> dense, labels;
+  std::vector<int64_t> sparse, offsets;
+  std::vector<int32_t> tokens;
+  bool operator==(const Snapshot&) const = default;
+};
+
+Snapshot Take(const Batch& b) {
+  return {b.epoch,
+          b.index,
+          {b.dense().begin(), b.dense().end()},
+          {b.labels().begin(), b.labels().end()},
+          {b.sparse().begin(), b.sparse().end()},
+          {b.offsets().begin(), b.offsets().end()},
+          {b.tokens().begin(), b.tokens().end()}};
+}
+
+template <typename Spec>
+std::vector<Snapshot> Collect(const Spec& spec, PipelineOptions o, size_t max_batches = 1 << 20,
+                              PipelineState start = {}) {
+  Pipeline p(spec, o, start);
+  std::vector<Snapshot> out;
+  while (out.size() < max_batches) {
+    BatchPtr b = p.Next();
+    if (!b) break;
+    out.push_back(Take(*b));
+  }
+  return out;
+}
+
+// The qids of a ranking batch's lists (sparse column 0 is "qid: cast").
+std::vector<int64_t> Qids(const Snapshot& s) {
+  std::vector<int64_t> q;
+  const size_t c = 4;
+  for (size_t i = 0; i + 1 < s.offsets.size(); ++i) q.push_back(s.sparse[s.offsets[i] * c]);
+  return q;
+}
+
+PipelineOptions Options(int threads, ShuffleMode mode = ShuffleMode::kGlobal) {
+  return PipelineOptions{.threads = threads,
+                         .prefetch = 3,
+                         .batch_size = 16,
+                         .shuffle = mode,
+                         .window_blocks = 3,
+                         .seed = 42,
+                         .max_epochs = 2};
+}
+
+TEST(Pipeline, BatchesAreIdenticalForAnyThreadCount) {
+  for (ShuffleMode mode : {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kGlobal}) {
+    SCOPED_TRACE(ShuffleModeName(mode));
+    const auto one = Collect(ShopSpec(), Options(1, mode));
+    ASSERT_EQ(one.size(), 2 * (300 / 16));
+    for (int threads : {2, 3, 8}) EXPECT_TRUE(Collect(ShopSpec(), Options(threads, mode)) == one);
+  }
+}
+
+TEST(Pipeline, EverySampleExactlyOncePerEpoch) {
+  for (bool drop_last : {true, false}) {
+    PipelineOptions o = Options(2);
+    o.drop_last = drop_last;
+    const auto batches = Collect(ShopSpec(), o);
+    std::map<uint64_t, std::multiset<int64_t>> seen;
+    for (const auto& b : batches) {
+      for (int64_t q : Qids(b)) seen[b.epoch].insert(q);
+      EXPECT_EQ(b.offsets.front(), 0);
+      EXPECT_TRUE(std::is_sorted(b.offsets.begin(), b.offsets.end()));
+    }
+    ASSERT_EQ(seen.size(), 2u);
+    for (const auto& [epoch, qids] : seen) {
+      EXPECT_EQ(qids.size(), drop_last ? 300u / 16 * 16 : 300u);
+      EXPECT_EQ(std::set<int64_t>(qids.begin(), qids.end()).size(), qids.size());  // no repeats
+    }
+    EXPECT_EQ(batches.back().offsets.size() - 1, drop_last ? 16u : 300u % 16);
+  }
+  // Two epochs of a global shuffle differ in order.
+  const auto b = Collect(ShopSpec(), Options(2));
+  EXPECT_NE(Qids(b[0]), Qids(b[300 / 16]));
+}
+
+TEST(Pipeline, RankSlicesUnionToTheWorldOneBatch) {
+  PipelineOptions o = Options(2);
+  o.drop_last = false;
+  const auto world1 = Collect(ShopSpec(), o);
+  for (int world : {2, 4}) {
+    std::vector<std::vector<Snapshot>> ranks;
+    for (int r = 0; r < world; ++r) {
+      o.rank = r;
+      o.world_size = world;
+      ranks.push_back(Collect(ShopSpec(), o));
+      ASSERT_EQ(ranks.back().size(), world1.size());  // every rank steps together
+    }
+    for (size_t k = 0; k < world1.size(); ++k) {
+      std::vector<int64_t> joined;
+      for (int r = 0; r < world; ++r) {
+        const auto q = Qids(ranks[r][k]);
+        joined.insert(joined.end(), q.begin(), q.end());
+      }
+      EXPECT_EQ(joined, Qids(world1[k])) << "world " << world << " batch " << k;
+    }
+  }
+}
+
+TEST(Pipeline, ResumesFromStateWithTheBatchesThatWouldHaveFollowed) {
+  const auto all = Collect(ShopSpec(), Options(2));
+  for (size_t k : {size_t{0}, size_t{1}, size_t{7}, size_t{300 / 16}, size_t{25}}) {
+    PipelineState state;
+    {
+      Pipeline p(ShopSpec(), Options(3));
+      for (size_t i = 0; i < k; ++i) ASSERT_TRUE(p.Next());
+      state = p.state();
+    }  // destroyed mid-epoch with work in flight
+    const auto rest = Collect(ShopSpec(), Options(2), 1 << 20, state);
+    ASSERT_EQ(rest.size(), all.size() - k) << k;
+    EXPECT_TRUE(std::equal(rest.begin(), rest.end(), all.begin() + static_cast<long>(k))) << k;
+  }
+  PipelineState wrong{.seed = 1, .epoch = 1};
+  EXPECT_THROW(Pipeline(ShopSpec(), Options(1), wrong), Error);
+}
+
+TEST(Pipeline, TransformedValuesMatchTheRawRows) {
+  // Raw rows by qid, straight from the dataset.
+  DatasetReader reader(ShopDir());
+  std::map<int64_t, std::vector<std::pair<double, double>>> raw;  // (price, label)
+  for (size_t s = 0; s < reader.num_shards(); ++s) {
+    for (size_t g = 0; g < reader.shard(s).num_row_groups(); ++g) {
+      const Table t = reader.shard(s).ReadRowGroup(g, {"qid", "price", "label"});
+      for (size_t r = 0; r < t.rows(); ++r) {
+        raw[t.columns[0].Values<int64_t>()[r]].emplace_back(t.columns[1].AsDouble(r),
+                                                            t.columns[2].AsDouble(r));
+      }
+    }
+  }
+  RankingSpec spec{.dataset = ShopDir(), .dense = {"price: clip(0, 50)"}, .sparse = {"qid: cast"}};
+  Pipeline p(spec, Options(2));
+  EXPECT_EQ(p.dense_names(), std::vector<std::string>{"price"});
+  EXPECT_EQ(p.layout().dense_dim, 1u);
+  size_t lists = 0;
+  while (BatchPtr b = p.Next()) {
+    const auto offsets = b->offsets();
+    for (size_t i = 0; i + 1 < offsets.size(); ++i, ++lists) {
+      const auto& rows = raw.at(b->sparse()[offsets[i]]);
+      ASSERT_EQ(size_t(offsets[i + 1] - offsets[i]), rows.size());
+      for (size_t j = 0; j < rows.size(); ++j) {
+        EXPECT_EQ(b->dense()[offsets[i] + j], std::min<float>(rows[j].first, 50));
+        EXPECT_EQ(b->labels()[offsets[i] + j], float(rows[j].second));
+      }
+    }
+  }
+  EXPECT_EQ(lists, 2 * (300 / 16 * 16));
+}
+
+TEST(Pipeline, ASmallCacheGivesTheSameBatches) {
+  PipelineOptions o = Options(2);
+  const auto big = Collect(ShopSpec(), o);
+  o.cache_bytes = 1;  // nothing fits: every unit loads just in time for its batch
+  EXPECT_TRUE(Collect(ShopSpec(), o) == big);
+  Pipeline p(ShopSpec(), Options(2));
+  while (p.Next()) {
+  }
+  const PipelineStats s = p.Stats();
+  EXPECT_EQ(s.batches, big.size());
+  EXPECT_GT(s.cache_hits, 0u);
+  ASSERT_EQ(s.stages.size(), 4u);
+  for (const auto& stage : s.stages) {
+    EXPECT_GT(stage.items, 0u) << stage.name;
+    EXPECT_GT(stage.bytes, 0u) << stage.name;
+  }
+  EXPECT_EQ(s.stages[3].items, big.size());  // one assembly per batch
+  EXPECT_EQ(s.workers.size(), 2u);
+}
+
+// Flips one byte inside the first row group's price chunk.
+fs::path DamagedCopy(const testing::TempDir& dir) {
+  const fs::path copy = dir / "damaged";
+  fs::copy(ShopDir(), copy);
+  DatasetReader reader(copy);
+  const ShardReader& shard = reader.shard(0);
+  const ChunkInfo& info = shard.row_group(0).chunks[shard.ColumnIndex("price")];
+  std::fstream f(shard.path(), std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(info.offset + info.stored_size / 2));
+  f.put('\x5a' ^ static_cast<char>(f.peek()));
+  return copy;
+}
+
+TEST(Pipeline, ADamagedRowGroupFailsInTheConsumerOrIsSkipped) {
+  testing::TempDir dir;
+  const fs::path damaged = DamagedCopy(dir);
+  PipelineOptions o = Options(2, ShuffleMode::kNone);
+  o.max_epochs = 1;
+  try {
+    Collect(ShopSpec(damaged), o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kData);
+    EXPECT_NE(e.Message().find("shard-"), std::string::npos) << e.Message();
+    EXPECT_NE(e.Message().find("column \"price\" row group 0"), std::string::npos) << e.Message();
+    EXPECT_NE(e.Message().find("checksum mismatch"), std::string::npos) << e.Message();
+  }
+  o.on_error = OnError::kSkip;
+  Pipeline p(ShopSpec(damaged), o);
+  size_t lists = 0;
+  while (BatchPtr b = p.Next()) lists += b->num_lists;
+  EXPECT_EQ(p.Stats().skipped_units, 1u);
+  EXPECT_LT(lists, 300u / 16 * 16);
+  EXPECT_GT(lists, 200u);
+}
+
+TEST(Pipeline, StopsPromptlyMidEpochAndBatchesOutliveIt) {
+  PipelineOptions o = Options(4);
+  o.prefetch = 8;
+  o.max_epochs = 0;  // endless
+  BatchPtr kept(nullptr, BatchReturn{nullptr});
+  {
+    Pipeline p(ShopSpec(), o);
+    kept = p.Next();
+    ASSERT_TRUE(kept);
+  }
+  EXPECT_GT(kept->num_docs, 0u);  // still valid: the pool lives while a batch does
+  for (int i = 0; i < 20; ++i) Pipeline p(ShopSpec(), o);  // start and stop at once
+}
+
+TEST(Pipeline, BadOptionsAreConfigErrors) {
+  PipelineOptions o = Options(1);
+  o.batch_size = 1000;  // more than the 300 lists
+  EXPECT_THROW(Pipeline(ShopSpec(), o), Error);
+  o = Options(1);
+  o.world_size = 3;  // 16 % 3 != 0
+  EXPECT_THROW(Pipeline(ShopSpec(), o), Error);
+  RankingSpec bad = ShopSpec();
+  bad.dense.push_back("pricee: log1p");
+  try {
+    Pipeline p(bad, Options(1));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.Message().find("did you mean \"price\""), std::string::npos) << e.Message();
+    EXPECT_NE(e.Message().find("pipeline.dense[3]"), std::string::npos) << e.Message();
+  }
+}
+
+// ---- language model ------------------------------------------------------------
+
+constexpr uint32_t kTokenModulus = 65521;
+
+// Documents of varied length whose tokens are their stream positions mod 65521.
+fs::path TokenDataset(const testing::TempDir& dir, uint64_t tokens) {
+  const fs::path p = dir / "tokens";
+  DatasetWriterOptions w{.out = p, .schema = {{"tokens", DType::kTokensU16}}};
+  w.row_group_rows = 37;
+  DatasetWriter writer(w);
+  Table t = Table::Empty(w.schema);
+  uint64_t at = 0;
+  for (uint64_t doc = 0; at < tokens; ++doc) {
+    std::vector<uint32_t> row(std::min<uint64_t>(tokens - at, 1 + doc * 7 % 300));
+    for (auto& v : row) v = static_cast<uint32_t>(at++ % kTokenModulus);
+    t.columns[0].AppendTokens(row);
+  }
+  writer.Append(t);
+  writer.Commit();
+  return p;
+}
+
+TEST(Pipeline, LanguageModelWindowsAreContiguousAndDeterministic) {
+  testing::TempDir dir;
+  const uint64_t total = 50000;
+  const LanguageModelSpec spec{.dataset = TokenDataset(dir, total), .seq_len = 64};
+  PipelineOptions o = Options(1);
+  o.batch_size = 8;
+  const auto one = Collect(spec, o);
+  {
+    Pipeline p(spec, o);
+    EXPECT_EQ(p.samples_per_epoch(), (total - 64) / 64);
+  }
+  const size_t windows = (total - 64) / 64;
+  ASSERT_EQ(one.size(), 2 * (windows / 8));
+  std::map<uint64_t, std::set<uint32_t>> starts;
+  for (const auto& b : one) {
+    ASSERT_EQ(b.tokens.size(), 8u * 65);
+    for (size_t r = 0; r < 8; ++r) {
+      const int32_t* w = b.tokens.data() + r * 65;
+      for (int i = 1; i < 65; ++i) {
+        ASSERT_EQ(uint32_t(w[i]), (uint32_t(w[i - 1]) + 1) % kTokenModulus) << "batch " << b.index;
+      }
+      starts[b.epoch].insert(uint32_t(w[0]));
+    }
+  }
+  for (const auto& [epoch, s] : starts) EXPECT_EQ(s.size(), windows / 8 * 8);  // all distinct
+  for (int threads : {2, 3}) {
+    o.threads = threads;
+    EXPECT_TRUE(Collect(spec, o) == one);
+  }
+}
+
+}  // namespace
+}  // namespace topspin
