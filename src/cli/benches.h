@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "topspin/perf/bench_table.h"
 
@@ -26,5 +27,24 @@ BenchTable RunReadBench(const DataBenchOptions& options);
 // CSV -> shards MB/s against pandas.read_csv + numpy.save of the same file
 // (Debian's /usr/bin/python3 with python3-pandas).
 BenchTable RunConvertBench(const DataBenchOptions& options);
+
+struct PipelineBenchOptions {
+  std::filesystem::path scratch;
+  std::filesystem::path peer_script = "bench/peers/pipeline_pytorch.py";
+  std::string peer_workers = "0,1,2";  // DataLoader num_workers to try; the best counts
+  uint64_t queries = 20000;
+  uint64_t batch_queries = 64;
+  int threads = 2;
+  int prefetch = 4;
+  uint64_t seed = 1;
+  uint64_t lm_tokens = 64ull << 20;
+  size_t seq_len = 1024;
+  uint64_t lm_batch = 16;
+};
+
+// "shop transform" docs/s over two epochs against the best PyTorch
+// DataLoader configuration, RSS at 10% and 100% of each epoch, and the
+// language-model window stream against memcpy.
+BenchTable RunPipelineBench(const PipelineBenchOptions& options);
 
 }  // namespace topspin::cli

@@ -64,6 +64,38 @@ void RegisterBench(CLI::App& app) {
   auto* convert = bench->add_subcommand("convert", "CSV -> shards vs pandas.read_csv + numpy.save");
   add_data_options(convert);
   convert->callback([] { Report(RunConvertBench(data), args); });
+
+  static PipelineBenchOptions pipe;
+  pipe.scratch = data.scratch;
+  auto* pipeline = bench->add_subcommand(
+      "pipeline", "The shop transform through our pipeline vs a PyTorch DataLoader; LM windows");
+  pipeline->add_option("--json", args.json_path, "also write the table as JSON to this file");
+  pipeline->add_option("--queries", pipe.queries, "gen shop queries (~36 docs each)")
+      ->check(CLI::Range(uint64_t{100}, uint64_t{100000000}))
+      ->capture_default_str();
+  pipeline->add_option("--threads", pipe.threads, "our pipeline threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  pipeline->add_option("--prefetch", pipe.prefetch, "our prefetch depth")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  pipeline->add_option("--batch", pipe.batch_queries, "queries per batch")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{65536}))
+      ->capture_default_str();
+  pipeline->add_option("--peer-workers", pipe.peer_workers,
+                       "DataLoader num_workers values to measure, comma-separated")
+      ->capture_default_str();
+  pipeline->add_option("--peer-script", pipe.peer_script, "the PyTorch peer")
+      ->capture_default_str();
+  pipeline->add_option("--lm-tokens", pipe.lm_tokens, "tokens in the language-model dataset")
+      ->check(CLI::Range(uint64_t{1} << 16, uint64_t{1} << 34))
+      ->capture_default_str();
+  pipeline->add_option("--seq-len", pipe.seq_len, "language-model window length T")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  pipeline->add_option("--scratch", pipe.scratch, "where inputs are generated")
+      ->capture_default_str();
+  pipeline->callback([] { Report(RunPipelineBench(pipe), args); });
 }
 
 }  // namespace topspin::cli

@@ -75,6 +75,32 @@ Schema BuildSchema() {
             .type = VT::kBool,
             .default_value = true,
             .doc = "drop the last partial global batch of an epoch"})
+      .Add({.key = "pipeline.window_blocks",
+            .type = VT::kInt,
+            .default_value = int64_t{16},
+            .min = 1,
+            .max = 1048576,
+            .doc = "block shuffle: row-group-sized blocks shuffled together in one window"})
+      .Add({.key = "pipeline.dense",
+            .type = VT::kStringList,
+            .default_value = std::vector<std::string>{},
+            .doc = "dense feature chains, \"<column>: <op> | <op>\" (docs/PIPELINE.md)"})
+      .Add({.key = "pipeline.sparse",
+            .type = VT::kStringList,
+            .default_value = std::vector<std::string>{},
+            .doc = "sparse id chains ending in bucketize(N), hash(S), cross(S) or cast"})
+      .Add({.key = "pipeline.on_error",
+            .type = VT::kString,
+            .default_value = std::string("fail"),
+            .choices = {"fail", "skip"},
+            .doc = "a damaged row group fails the run, or is skipped and counted"})
+      .Add({.key = "pipeline.cache_mib",
+            .type = VT::kInt,
+            .default_value = int64_t{2048},
+            .min = 1,
+            .max = 16777216,
+            .doc = "transformed row groups kept in memory for reuse (MiB)",
+            .hashed = false})
       .Add({.key = "pipeline.pinned_memory",
             .type = VT::kBool,
             .default_value = true,
@@ -193,9 +219,12 @@ DataConfig DataConfig::From(const Config& c) {
 }
 
 PipelineConfig PipelineConfig::From(const Config& c) {
-  return {c.GetInt("pipeline.threads"),    c.GetInt("pipeline.prefetch"),
-          c.GetInt("pipeline.batch_size"), c.GetString("pipeline.shuffle"),
-          c.GetBool("pipeline.drop_last"), c.GetBool("pipeline.pinned_memory")};
+  return {c.GetInt("pipeline.threads"),          c.GetInt("pipeline.prefetch"),
+          c.GetInt("pipeline.batch_size"),       c.GetString("pipeline.shuffle"),
+          c.GetBool("pipeline.drop_last"),       c.GetBool("pipeline.pinned_memory"),
+          c.GetInt("pipeline.window_blocks"),    c.GetStringList("pipeline.dense"),
+          c.GetStringList("pipeline.sparse"),    c.GetString("pipeline.on_error"),
+          c.GetInt("pipeline.cache_mib")};
 }
 
 OptimConfig OptimConfig::From(const Config& c) {

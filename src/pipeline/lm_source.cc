@@ -15,9 +15,18 @@
 namespace topspin::pipeline_internal {
 namespace {
 
+// The decoded token column itself (u16 or u32): decoded once straight into
+// the unit's memory, widened to int32 only when copied into a batch (pooled
+// memory), so a cold epoch touches 2 fresh bytes per u16 token, not 2 + 4.
 struct TokenUnit : Unit {
-  std::vector<int32_t> tokens;
+  Table decoded;
 };
+
+template <typename T>
+void Widen(const std::byte* values, uint64_t begin, uint64_t n, int32_t* out) {
+  const T* v = reinterpret_cast<const T*>(values) + begin;
+  for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(v[i]);
+}
 
 struct UnitPlace {
   size_t shard, row_group;
@@ -85,38 +94,30 @@ class LanguageModelSource final : public Source {
     }
   }
 
-  std::shared_ptr<const Unit> Load(size_t u, Table& table, StageClock& clock) const override {
+  std::shared_ptr<const Unit> Load(size_t u, Table&, StageClock& clock) const override {
     const UnitPlace& p = places_[u];
     const ShardReader& shard = reader_.shard(p.shard);
     clock.Lap(kRead, shard.VerifyRowGroup(p.row_group, column_));
-    shard.ReadRowGroupInto(p.row_group, column_, table, /*verify=*/false);
-    const Column& c = table.columns[0];
-    clock.Lap(kDecode, c.values().size() + c.offsets().size_bytes());
     auto unit = std::make_shared<TokenUnit>();
+    shard.ReadRowGroupInto(p.row_group, column_, unit->decoded, /*verify=*/false);
+    const Column& c = unit->decoded.columns[0];
+    clock.Lap(kDecode, c.values().size() + c.offsets().size_bytes());
     const uint64_t n = token_start_[u + 1] - token_start_[u];
     if (c.values().size() != n * FixedWidth(dtype_)) {
       throw DataError(fmt::format("row group {} decodes to {} token bytes, the footer implies {}",
                                   p.row_group, c.values().size(), n * FixedWidth(dtype_)),
                       ErrorWhere{.file = shard.path().string(), .field = c.name()});
     }
-    unit->tokens.resize(n);
-    if (dtype_ == DType::kTokensU16) {
-      const auto* v = reinterpret_cast<const uint16_t*>(c.values().data());
-      for (uint64_t i = 0; i < n; ++i) unit->tokens[i] = v[i];
-    } else {
+    if (dtype_ == DType::kTokensU32) {
       const auto* v = reinterpret_cast<const uint32_t*>(c.values().data());
-      uint32_t max = 0;
-      for (uint64_t i = 0; i < n; ++i) {
-        unit->tokens[i] = static_cast<int32_t>(v[i]);
-        max = std::max(max, v[i]);
-      }
+      const uint32_t max = n == 0 ? 0 : *std::max_element(v, v + n);
       if (max > 0x7fffffffu) {
         throw DataError(fmt::format("token id {} does not fit int32", max),
                         ErrorWhere{.file = shard.path().string(), .field = c.name()});
       }
     }
-    unit->bytes = n * 4;
-    clock.Lap(kTransform, unit->bytes);
+    unit->bytes = c.values().size() + c.offsets().size_bytes() + c.validity().size();
+    clock.Lap(kTransform, 0);
     return unit;
   }
 
@@ -136,7 +137,12 @@ class LanguageModelSource final : public Source {
           complete = false;  // a skipped row group: drop the window
           break;
         }
-        std::memcpy(out, unit->tokens.data() + (at - token_start_[u]), (stop - at) * 4);
+        const std::byte* values = unit->decoded.columns[0].values().data();
+        if (dtype_ == DType::kTokensU16) {
+          Widen<uint16_t>(values, at - token_start_[u], stop - at, out);
+        } else {
+          Widen<uint32_t>(values, at - token_start_[u], stop - at, out);
+        }
         out += stop - at;
         at = stop;
       }

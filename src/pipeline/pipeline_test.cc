@@ -12,9 +12,11 @@
 #include <gtest/gtest.h>
 
 #include "core/test_util.h"
+#include "topspin/core/config_schema.h"
 #include "topspin/core/error.h"
 #include "topspin/data/dataset.h"
 #include "topspin/data/gen_shop.h"
+#include "topspin/pipeline/pipeline_config.h"
 
 namespace topspin {
 namespace {
@@ -282,6 +284,40 @@ TEST(Pipeline, BadOptionsAreConfigErrors) {
   } catch (const Error& e) {
     EXPECT_NE(e.Message().find("did you mean \"price\""), std::string::npos) << e.Message();
     EXPECT_NE(e.Message().find("pipeline.dense[3]"), std::string::npos) << e.Message();
+  }
+}
+
+TEST(Pipeline, BuildsFromAYamlConfig) {
+  const std::string yaml = fmt::format(R"yaml(
+run:
+  seed: 42
+data:
+  train: {}
+pipeline:
+  threads: 3
+  prefetch: 3
+  batch_size: 16
+  shuffle: global
+  window_blocks: 3
+  dense:
+    - "price: impute(mean, flag) | log1p | standardize | clip(-5, 5)"
+    - "rating_avg: impute(median, flag)"
+    - "sales_30d: log1p"
+  sparse: ["qid: cast", "brand: hash(1024)", "price: bucketize(16)", "brand x category: cross(4096)"]
+)yaml",
+                                       ShopDir().string());
+  const Config config = Config::Parse(yaml, "test.yaml", {}, TopspinSchema());
+  PipelineOptions o = PipelineOptionsFromConfig(config);
+  EXPECT_EQ(o.threads, 3);
+  EXPECT_EQ(o.seed, 42u);
+  o.max_epochs = 2;
+  EXPECT_TRUE(Collect(RankingSpecFromConfig(config, "data.train"), o) ==
+              Collect(ShopSpec(), Options(2)));
+  try {
+    RankingSpecFromConfig(config, "data.valid");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.Message().find("--set data.valid=DIR"), std::string::npos) << e.Message();
   }
 }
 

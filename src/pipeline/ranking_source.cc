@@ -9,15 +9,16 @@
 
 #include "pipeline/source.h"
 #include "topspin/core/error.h"
+#include "topspin/core/large_array.h"
 #include "topspin/pipeline/transform.h"
 
 namespace topspin::pipeline_internal {
 namespace {
 
 struct RankingUnit : Unit {
-  std::vector<float> dense;            // [rows, F]
-  std::vector<int64_t> sparse;         // [rows, C]
-  std::vector<float> labels;           // [rows]
+  LargeArray<float> dense;             // [rows, F]
+  LargeArray<int64_t> sparse;          // [rows, C]
+  LargeArray<float> labels;            // [rows]
   std::vector<uint32_t> group_starts;  // [groups + 1] row offsets
 };
 
@@ -125,9 +126,9 @@ class RankingSource final : public Source {
                       ErrorWhere{.file = shard.path().string(), .field = group_},
                       "the shard changed while reading: restart the run");
     }
-    unit->dense.resize(rows * f);
-    unit->sparse.resize(rows * c);
-    unit->labels.resize(rows);
+    unit->dense = LargeArray<float>(rows * f);
+    unit->sparse = LargeArray<int64_t>(rows * c);
+    unit->labels = LargeArray<float>(rows);
     size_t dense_at = 0, sparse_at = 0;
     for (size_t i = 0; i < chains_.size(); ++i) {
       const FeatureChain& chain = chains_[i];

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "topspin/core/config.h"
 
@@ -36,6 +37,11 @@ struct PipelineConfig {
   std::string shuffle;  // none | block | global
   bool drop_last;
   bool pinned_memory;
+  int64_t window_blocks;
+  std::vector<std::string> dense;   // feature chains (topspin/pipeline/transform.h)
+  std::vector<std::string> sparse;
+  std::string on_error;  // fail | skip
+  int64_t cache_mib;
   static PipelineConfig From(const Config& config);
 };
 

@@ -1,0 +1,19 @@
+// The config's `pipeline` and `data` sections as pipeline options and specs.
+#pragma once
+
+#include <string>
+
+#include "topspin/core/config.h"
+#include "topspin/pipeline/pipeline.h"
+
+namespace topspin {
+
+// threads, prefetch, batch_size, shuffle, window_blocks, drop_last,
+// on_error, cache_mib from `pipeline`, the seed from run.seed.
+PipelineOptions PipelineOptionsFromConfig(const Config& config, int rank = 0, int world_size = 1);
+// pipeline.dense and pipeline.sparse over the dataset at `dataset_key`
+// ("data.train" or "data.valid"); Error{kConfig} naming the key when it is
+// empty.
+RankingSpec RankingSpecFromConfig(const Config& config, const std::string& dataset_key);
+
+}  // namespace topspin
