@@ -13,11 +13,12 @@
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
 FUZZ_DIR  ?= build-fuzz
+TSAN_DIR  ?= build-tsan
 FUZZ_SECONDS ?= 30
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all build deps deps-bench deps-dev deps-fuzz test demo bench asan fuzz format tidy clean
+.PHONY: all build deps deps-bench deps-dev deps-fuzz test demo bench asan tsan fuzz format tidy clean
 
 all: build
 
@@ -47,6 +48,10 @@ demo: build
 
 bench: deps-bench build
 	$(BUILD_DIR)/topspin bench core --json $(BUILD_DIR)/bench-core.json
+	$(BUILD_DIR)/topspin bench read --json $(BUILD_DIR)/bench-read.json
+	$(BUILD_DIR)/topspin bench convert --json $(BUILD_DIR)/bench-convert.json
+	$(BUILD_DIR)/topspin bench pipeline --json $(BUILD_DIR)/bench-pipeline.json
+	$(BUILD_DIR)/topspin bench order --json $(BUILD_DIR)/bench-order.json
 
 $(ASAN_DIR)/build.ninja: | deps
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -57,6 +62,16 @@ asan: deps $(ASAN_DIR)/build.ninja
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 	$(MAKE) fuzz
+
+# ThreadSanitizer over the multi-threaded modules (core's pool, the pipeline).
+$(TSAN_DIR)/build.ninja: | deps
+	cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTOPSPIN_WITH_TORCH=OFF -DTOPSPIN_SANITIZE=thread $(CMAKE_ARGS)
+
+tsan: deps $(TSAN_DIR)/build.ninja
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target core_test pipeline_test
+	cd $(TSAN_DIR) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|Pipeline|Transform|FeatureChain|BatchPool)'
 
 $(FUZZ_DIR)/build.ninja: | deps deps-fuzz
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

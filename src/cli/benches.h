@@ -47,4 +47,16 @@ struct PipelineBenchOptions {
 // language-model window stream against memcpy.
 BenchTable RunPipelineBench(const PipelineBenchOptions& options);
 
+struct OrderBenchOptions {
+  uint64_t samples = 1000000;
+  uint64_t block_size = 1800;  // ~gen shop lists per 64k-row row group
+  uint64_t window_blocks = 16;
+  uint64_t batch_size = 64;
+  uint64_t seed = 1;
+};
+
+// Shuffle quality of none, block and global orders (pipeline/shuffle_quality.h)
+// next to std::shuffle's, and lookups per second.
+BenchTable RunOrderBench(const OrderBenchOptions& options);
+
 }  // namespace topspin::cli

@@ -96,6 +96,24 @@ void RegisterBench(CLI::App& app) {
   pipeline->add_option("--scratch", pipe.scratch, "where inputs are generated")
       ->capture_default_str();
   pipeline->callback([] { Report(RunPipelineBench(pipe), args); });
+
+  static OrderBenchOptions order;
+  auto* order_cmd = bench->add_subcommand(
+      "order", "Shuffle quality of none/block/global orders vs std::shuffle, and lookup speed");
+  order_cmd->add_option("--json", args.json_path, "also write the table as JSON to this file");
+  order_cmd->add_option("--samples", order.samples, "samples in the epoch")
+      ->check(CLI::Range(uint64_t{1000}, uint64_t{1} << 30))
+      ->capture_default_str();
+  order_cmd->add_option("--block-size", order.block_size, "samples per block (row group)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
+      ->capture_default_str();
+  order_cmd->add_option("--window-blocks", order.window_blocks, "blocks per shuffle window")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->capture_default_str();
+  order_cmd->add_option("--batch", order.batch_size, "samples per batch")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->capture_default_str();
+  order_cmd->callback([] { Report(RunOrderBench(order), args); });
 }
 
 }  // namespace topspin::cli
