@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo gen convert inspect tokenizer bench; do
+for sub in version config demo gen convert inspect tokenizer pipeline bench; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -62,12 +62,16 @@ else
 fi
 
 # The demo runs end to end and leaves a run directory with its resolved config.
-expect 0 "run directory" -- "$bin" demo --set run.dir="$tmp/runs"
+expect 0 "features      48 dense, 6 sparse" -- "$bin" demo --set run.dir="$tmp/runs"
 if [ -f "$tmp/runs/demo-001/config.yaml" ] && [ -f "$tmp/runs/demo-001/demo.json" ]; then
   echo "ok: demo wrote runs/demo-001"
 else
   echo "FAIL: demo did not write runs/demo-001"; ls -R "$tmp/runs" 2>&1 | head; failures=$((failures + 1))
 fi
+
+# The demo's pipeline ran its features over the demo data.
+grep -q '"docs_per_s"' "$tmp/runs/demo-001/demo.json" && echo "ok: demo pipeline recorded" ||
+  { echo "FAIL: demo.json lacks the pipeline"; failures=$((failures + 1)); }
 
 # Data: gen shop -> convert -> inspect -> verify; damage is exit 1 with a precise message.
 expect 0 "" -- "$bin" gen shop --queries 300 --seed 5 --out "$tmp/raw" --format csv
@@ -77,6 +81,12 @@ expect 0 "rows" -- "$bin" inspect "$tmp/ds"
 expect 0 "" -- "$bin" inspect "$tmp/ds" --verify
 expect 2 "exists" -- "$bin" convert "$csv" --format csv --out "$tmp/ds"
 expect 2 "csvv not in" -- "$bin" convert "$csv" --format csvv --out "$tmp/ds2"
+# The pipeline command runs the demo features over the converted data, and
+# explains a misspelt column and a missing dataset.
+expect 0 "docs/s" -- "$bin" pipeline demo --set data.train="$tmp/ds" --epochs 2
+expect 2 'did you mean \"price\"' -- "$bin" pipeline demo --set data.train="$tmp/ds" \
+  --set 'pipeline.dense=["pricee: log1p"]'
+expect 2 "data.train is not set" -- "$bin" pipeline demo
 shard=$(ls "$tmp"/ds/*.tshard | head -1)
 printf '\xff\xff\xff\xff' | dd of="$shard" bs=1 seek=100 conv=notrunc status=none
 expect 1 "$(basename "$shard")" -- "$bin" inspect "$tmp/ds" --verify
@@ -84,6 +94,8 @@ test ! -e "$tmp/ds2" && echo "ok: failed convert left no output" || { echo "FAIL
 
 expect 0 "crc32c" -- "$bin" bench core --mib 1 --repeats 1 --json "$tmp/b.json"
 grep -q '"ratio"' "$tmp/b.json" && echo "ok: bench json" || { echo "FAIL: bench json"; failures=$((failures + 1)); }
+
+expect 0 "global: mean displacement" -- "$bin" bench order --samples 1000 --block-size 10
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

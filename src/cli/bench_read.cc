@@ -147,10 +147,9 @@ class ZstdLimit {
       }
       while (p < end) {
         const size_t frame = ZSTD_findFrameCompressedSize(p, static_cast<size_t>(end - p));
-        const size_t n =
-            ZSTD_isError(frame)
-                ? frame
-                : ZSTD_decompressDCtx(w.dctx.get(), w.out.data(), w.out.size(), p, frame);
+        const size_t n = ZSTD_isError(frame) ? frame
+                                             : ZSTD_decompressDCtx(w.dctx.get(), w.out.data(),
+                                                                   w.out.size(), p, frame);
         if (ZSTD_isError(n)) {
           throw InternalError(fmt::format("bench read: zstd: {}", ZSTD_getErrorName(n)));
         }
@@ -216,8 +215,8 @@ BenchTable RunReadBench(const DataBenchOptions& o) {
   for (int threads = 1; threads <= o.threads; ++threads) {
     const size_t at = 1 + 2 * static_cast<size_t>(threads - 1);
     const std::string n = fmt::format("{} thread{}", threads, threads > 1 ? "s" : "");
-    t.rows.push_back({"read+verify, " + n, per_thread(at + 1, threads),
-                      "zstd decompress, 1 thread", zstd_gbps, "GB/s"});
+    t.rows.push_back({"read+verify, " + n, per_thread(at + 1, threads), "zstd decompress, 1 thread",
+                      zstd_gbps, "GB/s"});
     if (threads > 1) {
       t.rows.push_back({"zstd decompress, " + n, per_thread(at, threads),
                         "zstd decompress, 1 thread", zstd_gbps, "GB/s"});

@@ -82,8 +82,9 @@ void RegisterBench(CLI::App& app) {
   pipeline->add_option("--batch", pipe.batch_queries, "queries per batch")
       ->check(CLI::Range(uint64_t{1}, uint64_t{65536}))
       ->capture_default_str();
-  pipeline->add_option("--peer-workers", pipe.peer_workers,
-                       "DataLoader num_workers values to measure, comma-separated")
+  pipeline
+      ->add_option("--peer-workers", pipe.peer_workers,
+                   "DataLoader num_workers values to measure, comma-separated")
       ->capture_default_str();
   pipeline->add_option("--peer-script", pipe.peer_script, "the PyTorch peer")
       ->capture_default_str();

@@ -14,6 +14,7 @@ void RegisterGen(CLI::App& app);
 void RegisterConvert(CLI::App& app);
 void RegisterInspect(CLI::App& app);
 void RegisterTokenizer(CLI::App& app);
+void RegisterPipeline(CLI::App& app);
 void RegisterBench(CLI::App& app);
 
 }  // namespace topspin::cli

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   cli::RegisterConvert(app);
   cli::RegisterInspect(app);
   cli::RegisterTokenizer(app);
+  cli::RegisterPipeline(app);
   cli::RegisterBench(app);
 
   try {

@@ -191,7 +191,7 @@ ConfigValue ConvertNode(const FieldSpec& spec, const YAML::Node& node, const Err
     if (node.IsNull()) return std::vector<std::string>{};
     if (!node.IsSequence()) {
       throw ConfigError(fmt::format("expected a list of strings, got {}", DescribeNode(node)),
-                        where, "write a list as [a, b]");
+                        where, "write a list as [a, b]; quote items that hold \":\", e.g. [\"price: log1p\"]");
     }
     std::vector<std::string> items;
     for (const auto& item : node) {

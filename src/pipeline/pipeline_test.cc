@@ -16,7 +16,9 @@
 #include "topspin/core/error.h"
 #include "topspin/data/dataset.h"
 #include "topspin/data/gen_shop.h"
+#include "topspin/demo_config.h"
 #include "topspin/pipeline/pipeline_config.h"
+#include "topspin/pipeline/shop_features.h"
 
 namespace topspin {
 namespace {
@@ -319,6 +321,13 @@ pipeline:
   } catch (const Error& e) {
     EXPECT_NE(e.Message().find("--set data.valid=DIR"), std::string::npos) << e.Message();
   }
+}
+
+TEST(Pipeline, TheDemoConfigCarriesTheShopTransform) {
+  const PipelineConfig p =
+      PipelineConfig::From(Config::Parse(build::kDemoConfig, "demo.yaml", {}, TopspinSchema()));
+  EXPECT_EQ(p.dense, ShopDenseChains());
+  EXPECT_EQ(p.sparse, ShopSparseChains());
 }
 
 // ---- language model ------------------------------------------------------------

@@ -40,8 +40,10 @@ ShuffleQuality MeasureShuffleQuality(uint64_t n, const std::function<uint64_t(ui
   }
   q.mean_displacement = n > 0 ? displacement / double(n) / double(n) : 0;
   q.adjacent_kept = n > 1 ? double(kept) / double(n - 1) : 0;
-  q.rank_correlation = Spearman(n, [&](uint64_t p) { return order0[p]; }, [](uint64_t p) { return p; });
-  q.epoch_correlation = Spearman(n, [&](uint64_t s) { return pos0[s]; }, [&](uint64_t s) { return pos1[s]; });
+  q.rank_correlation = Spearman(
+      n, [&](uint64_t p) { return order0[p]; }, [](uint64_t p) { return p; });
+  q.epoch_correlation = Spearman(
+      n, [&](uint64_t s) { return pos0[s]; }, [&](uint64_t s) { return pos1[s]; });
   uint64_t batches = 0, blocks = 0;
   std::vector<uint64_t> ids;
   for (uint64_t start = 0; start + batch_size <= n; start += batch_size, ++batches) {
@@ -54,8 +56,8 @@ ShuffleQuality MeasureShuffleQuality(uint64_t n, const std::function<uint64_t(ui
   return q;
 }
 
-ShuffleQuality MeasureShuffleQuality(const SampleOrder& order, uint64_t epoch,
-                                     uint64_t block_size, uint64_t batch_size) {
+ShuffleQuality MeasureShuffleQuality(const SampleOrder& order, uint64_t epoch, uint64_t block_size,
+                                     uint64_t batch_size) {
   return MeasureShuffleQuality(
       order.size(), [&](uint64_t p) { return order.At(epoch, p); },
       [&](uint64_t p) { return order.At(epoch + 1, p); }, block_size, batch_size);

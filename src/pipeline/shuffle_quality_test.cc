@@ -49,7 +49,7 @@ TEST(ShuffleQuality, GlobalMatchesAUniformPermutation) {
 
 TEST(ShuffleQuality, BlockMixesGloballyButKeepsBatchesLocal) {
   const ShuffleQuality q = Of(ShuffleMode::kBlock);
-  EXPECT_GT(q.mean_displacement, 0.25);      // blocks travel across the epoch
+  EXPECT_GT(q.mean_displacement, 0.25);  // blocks travel across the epoch
   EXPECT_LT(std::abs(q.rank_correlation), 0.2);
   EXPECT_LT(q.adjacent_kept, 0.01);          // samples within a window are shuffled
   EXPECT_LE(q.blocks_per_batch, 8.0 + 1.0);  // at most a window's blocks (+ a boundary)

@@ -124,8 +124,12 @@ TOPSPIN_INLINE void Slog1pBlock(float* x, size_t n) {
     const float a = std::fabs(v);
     const float u = 1.0f + a;
     const float d = u - 1.0f;
-    // Goldberg: ln(u) * a / (u - 1) corrects the rounding of 1 + a.
-    float r = d == 0.0f ? a : LogAtLeastOne(u) * (a / d);
+    // Goldberg: ln(u) * a / (u - 1) corrects the rounding of 1 + a. Every
+    // operation runs for every lane (no division by 0 to guard with a
+    // branch), so the loop vectorises.
+    const float safe_d = d == 0.0f ? 1.0f : d;
+    float r = LogAtLeastOne(u) * (a / safe_d);
+    r = d == 0.0f ? a : r;
     r = a == std::numeric_limits<float>::infinity() ? a : r;
     r = std::copysign(r, v);
     x[i] = v != v ? v : r;

@@ -288,6 +288,7 @@ size_t FeatureChain::width() const {
 
 std::vector<std::string> FeatureChain::OutputNames() const {
   if (columns.size() == 2) return {columns[0] + "_x_" + columns[1]};
+  if (steps.back().op == TransformOp::kBucketize) return {columns[0] + "_bucket"};
   std::vector<std::string> names = {columns[0]};
   if (width() == 2) names.push_back(columns[0] + "_missing");
   return names;
