@@ -334,7 +334,8 @@ TEST(Pipeline, TheDemoConfigCarriesTheShopTransform) {
 
 constexpr uint32_t kTokenModulus = 65521;
 
-// Documents of varied length whose tokens are their stream positions mod 65521.
+// Documents of varied length (some empty) whose tokens are their stream
+// positions mod 65521.
 fs::path TokenDataset(const testing::TempDir& dir, uint64_t tokens) {
   const fs::path p = dir / "tokens";
   DatasetWriterOptions w{.out = p, .schema = {{"tokens", DType::kTokensU16}}};
@@ -343,7 +344,9 @@ fs::path TokenDataset(const testing::TempDir& dir, uint64_t tokens) {
   Table t = Table::Empty(w.schema);
   uint64_t at = 0;
   for (uint64_t doc = 0; at < tokens; ++doc) {
-    std::vector<uint32_t> row(std::min<uint64_t>(tokens - at, 1 + doc * 7 % 300));
+    // Every fifth document is empty: an empty list in the token column.
+    std::vector<uint32_t> row(doc % 5 == 0 ? 0
+                                           : std::min<uint64_t>(tokens - at, 1 + doc * 7 % 300));
     for (auto& v : row) v = static_cast<uint32_t>(at++ % kTokenModulus);
     t.columns[0].AppendTokens(row);
   }
