@@ -1,10 +1,10 @@
 // bench convert: CSV -> shards against pandas.read_csv + numpy.save.
-#include <cstdio>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "cli/benches.h"
+#include "cli/run_command.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
 #include "topspin/data/convert.h"
@@ -34,12 +34,7 @@ double PandasSeconds(const std::filesystem::path& csv, const std::filesystem::pa
   WriteFileAtomic(script, kPandasScript);
   const std::string command = fmt::format("{} '{}' '{}' '{}' {} 2>&1", kPython, script.string(),
                                           csv.string(), (scratch / "pandas.npy").string(), repeats);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw IoError("cannot run " + std::string(kPython));
-  std::string output;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) output += buf;
-  const int status = ::pclose(pipe);
+  const auto [status, output] = RunCommand(command);
   std::filesystem::remove(scratch / "pandas.npy");
   try {
     if (status != 0) throw std::invalid_argument(output);

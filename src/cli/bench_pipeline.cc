@@ -2,7 +2,6 @@
 // against the same transform in a PyTorch DataLoader
 // (bench/peers/pipeline_pytorch.py), plus the language-model window stream
 // against memcpy.
-#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/benches.h"
+#include "cli/run_command.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
 #include "topspin/core/rng.h"
@@ -65,12 +65,7 @@ nlohmann::json RunPeer(const fs::path& csv, const fs::path& spec, const Pipeline
   const std::string command = fmt::format(
       "{} '{}' '{}' '{}' --workers {} --batch {} --seed {} 2>&1", kPython, script.string(),
       csv.string(), spec.string(), o.peer_workers, o.batch_queries, o.seed);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw IoError("cannot run " + std::string(kPython));
-  std::string output;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) output += buf;
-  const int status = ::pclose(pipe);
+  const auto [status, output] = RunCommand(command);
   const auto line = output.rfind("{\"configs\"");
   if (status != 0 || line == std::string::npos) {
     throw IoError(fmt::format("the PyTorch peer failed: {}", output.substr(0, 600)),
@@ -78,6 +73,16 @@ nlohmann::json RunPeer(const fs::path& csv, const fs::path& spec, const Pipeline
                   "install the benchmark peers: scripts/install-deps.sh --bench");
   }
   return nlohmann::json::parse(output.substr(line));
+}
+
+// Our pipeline as the benchmark runs it: global shuffle, two epochs.
+PipelineOptions TwoEpochs(const PipelineBenchOptions& o, uint64_t batch_size) {
+  return PipelineOptions{.threads = o.threads,
+                         .prefetch = o.prefetch,
+                         .batch_size = batch_size,
+                         .shuffle = ShuffleMode::kGlobal,
+                         .seed = o.seed,
+                         .max_epochs = 2};
 }
 
 struct OursResult {
@@ -88,12 +93,7 @@ struct OursResult {
 
 OursResult RunOurs(const fs::path& dir, const PipelineBenchOptions& o) {
   const RankingSpec spec{.dataset = dir, .dense = ShopDenseChains(), .sparse = ShopSparseChains()};
-  const PipelineOptions options{.threads = o.threads,
-                                .prefetch = o.prefetch,
-                                .batch_size = o.batch_queries,
-                                .shuffle = ShuffleMode::kGlobal,
-                                .seed = o.seed,
-                                .max_epochs = 2};
+  const PipelineOptions options = TwoEpochs(o, o.batch_queries);
   OursResult r;
   auto start = std::chrono::steady_clock::now();
   Pipeline p(spec, options);
@@ -152,12 +152,7 @@ struct LmResult {
 };
 LmResult RunLanguageModel(const fs::path& dir, const PipelineBenchOptions& o) {
   const LanguageModelSpec spec{.dataset = dir, .seq_len = o.seq_len};
-  const PipelineOptions options{.threads = o.threads,
-                                .prefetch = o.prefetch,
-                                .batch_size = o.lm_batch,
-                                .shuffle = ShuffleMode::kGlobal,
-                                .seed = o.seed,
-                                .max_epochs = 2};
+  const PipelineOptions options = TwoEpochs(o, o.lm_batch);
   LmResult r;
   auto start = std::chrono::steady_clock::now();
   Pipeline p(spec, options);
