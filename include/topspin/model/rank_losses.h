@@ -1,0 +1,43 @@
+// Learning-to-rank losses over jagged batches.
+//
+// Shapes: scores [N] and labels [N] (float or double, N documents), offsets
+// [B + 1] int64 with list i = documents [offsets[i], offsets[i + 1]). Every
+// document is scored once; padding to [B, L] (L = the longest list) exists
+// only inside the listwise and pairwise losses, masked out.
+//
+//   mse          mean over documents of (s - y)^2
+//   bce          mean over documents of BCE-with-logits(s, y / label_max)
+//   ranknet      per list, mean over pairs with y_i > y_j of
+//                log(1 + exp(-(s_i - s_j))); mean over lists with a pair
+//   lambdarank   the RankNet pair loss weighted by |delta NDCG| of swapping
+//                i and j at the current ranking (weights not differentiated);
+//                per list summed, divided by the number of lists
+//   softmax      listwise: per list -sum_i t_i log softmax(s)_i / sum_i t_i
+//                with t = 2^y - 1; mean over lists with a relevant document
+//   approx_ndcg  1 - ApproxNDCG: ranks smoothed as 1 + sum_j sigmoid((s_j -
+//                s_i) / temperature); mean over lists with a relevant document
+// Each returns a scalar; a batch with nothing to learn from (no pair, no
+// relevant document) returns 0 with a gradient of 0.
+#pragma once
+
+#include <string_view>
+
+#include <ATen/core/Tensor.h>
+
+namespace topspin {
+
+enum class RankLoss { kMse, kBce, kRankNet, kLambdaRank, kSoftmax, kApproxNdcg };
+
+const char* RankLossName(RankLoss loss);
+// Throws Error{kConfig} naming model.loss with the choices.
+RankLoss ParseRankLoss(std::string_view name);
+
+struct RankLossOptions {
+  double label_max = 4;      // bce: targets are labels / label_max
+  double temperature = 0.1;  // approx_ndcg: sigmoid temperature of the smooth rank
+};
+
+at::Tensor RankingLoss(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
+                       const at::Tensor& offsets, const RankLossOptions& options = {});
+
+}  // namespace topspin

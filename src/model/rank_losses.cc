@@ -1,0 +1,166 @@
+#include "topspin/model/rank_losses.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include "topspin/core/error.h"
+
+namespace topspin {
+namespace {
+
+using torch::Tensor;
+
+constexpr std::pair<RankLoss, const char*> kNames[] = {
+    {RankLoss::kMse, "mse"},         {RankLoss::kBce, "bce"},
+    {RankLoss::kRankNet, "ranknet"}, {RankLoss::kLambdaRank, "lambdarank"},
+    {RankLoss::kSoftmax, "softmax"}, {RankLoss::kApproxNdcg, "approx_ndcg"}};
+
+// The jagged batch as [B, L] with a mask of real documents.
+struct Padded {
+  Tensor s, y, mask;  // [B, L]; s and y are 0 at padding
+};
+
+Padded Pad(const Tensor& scores, const Tensor& labels, const Tensor& offsets) {
+  const Tensor off = offsets.to(torch::kLong);
+  const int64_t b = off.size(0) - 1;
+  const Tensor lengths = off.slice(0, 1) - off.slice(0, 0, b);
+  const int64_t l = lengths.max().item<int64_t>();
+  const Tensor list = torch::repeat_interleave(torch::arange(b, off.options()), lengths);
+  const Tensor pos = torch::arange(scores.size(0), off.options()) - off.index_select(0, list);
+  const auto index = c10::List<c10::optional<Tensor>>({list, pos});
+  Padded p;
+  p.s = torch::zeros({b, l}, scores.options()).index_put(index, scores);
+  p.y = torch::zeros({b, l}, scores.options()).index_put(index, labels.to(scores.dtype()));
+  p.mask = torch::zeros({b, l}, off.options().dtype(torch::kBool))
+               .index_put(index, torch::ones_like(list, torch::kBool));
+  return p;
+}
+
+Tensor Gains(const Padded& p) {
+  return (torch::exp2(p.y) - 1) * p.mask;
+}
+
+// 1 / log2(rank + 2) for 0-based ranks, [B, L].
+Tensor Discounts(const Tensor& ranks) {
+  return 1.0 / torch::log2(ranks.to(torch::kDouble) + 2);
+}
+
+// Ideal DCG per list, [B] (no gradient).
+Tensor IdealDcg(const Padded& p) {
+  const Tensor sorted = std::get<0>(Gains(p).sort(/*dim=*/1, /*descending=*/true));
+  const Tensor ranks = torch::arange(sorted.size(1), p.mask.options().dtype(torch::kLong));
+  return (sorted * Discounts(ranks).to(sorted.dtype())).sum(1);
+}
+
+// Mean over the lists in `valid` of `per_list`; 0 (with a zero gradient)
+// when no list is valid.
+Tensor MeanOver(const Tensor& per_list, const Tensor& valid, const Tensor& scores) {
+  const Tensor count = valid.sum();
+  if (count.item<int64_t>() == 0) return (scores * 0).sum();
+  return torch::where(valid, per_list, torch::zeros_like(per_list)).sum() / count;
+}
+
+// Pairs (i, j) of the same list with y_i > y_j, and s_i - s_j: [B, L, L].
+std::pair<Tensor, Tensor> Pairs(const Padded& p) {
+  const Tensor both = p.mask.unsqueeze(2) & p.mask.unsqueeze(1);
+  const Tensor pair = both & (p.y.unsqueeze(2) > p.y.unsqueeze(1));
+  return {pair, p.s.unsqueeze(2) - p.s.unsqueeze(1)};
+}
+
+Tensor RankNet(const Padded& p, const Tensor& scores) {
+  const auto [pair, diff] = Pairs(p);
+  const Tensor loss = torch::softplus(-diff) * pair;
+  const Tensor count = pair.sum({1, 2});
+  return MeanOver(loss.sum({1, 2}) / count.clamp_min(1), count > 0, scores);
+}
+
+Tensor LambdaRank(const Padded& p, const Tensor& scores) {
+  const auto [pair, diff] = Pairs(p);
+  Tensor weight;
+  {
+    torch::NoGradGuard no_grad;
+    const Tensor ranked = p.s.masked_fill(~p.mask, -std::numeric_limits<double>::infinity());
+    const Tensor order = std::get<1>(ranked.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true));
+    const Tensor ranks = order.argsort(/*dim=*/int64_t{1}, /*descending=*/false);
+    const Tensor d = Discounts(ranks).to(p.s.dtype());
+    const Tensor g = Gains(p);
+    const Tensor idcg = IdealDcg(p).clamp_min(1e-12).unsqueeze(1).unsqueeze(2);
+    weight = ((g.unsqueeze(2) - g.unsqueeze(1)) * (d.unsqueeze(2) - d.unsqueeze(1))).abs() / idcg;
+  }
+  const Tensor loss = (torch::softplus(-diff) * weight * pair).sum();
+  return loss / p.s.size(0);
+}
+
+Tensor Softmax(const Padded& p, const Tensor& scores) {
+  const Tensor t = Gains(p);
+  const Tensor logp =
+      torch::log_softmax(p.s.masked_fill(~p.mask, -std::numeric_limits<double>::infinity()), 1)
+          .masked_fill(~p.mask, 0);
+  const Tensor total = t.sum(1);
+  const Tensor per_list = -(t * logp).sum(1) / total.clamp_min(1e-12);
+  return MeanOver(per_list, total > 0, scores);
+}
+
+Tensor ApproxNdcg(const Padded& p, const Tensor& scores, double temperature) {
+  const int64_t l = p.s.size(1);
+  const Tensor others =
+      p.mask.unsqueeze(1) & ~torch::eye(l, torch::kDouble).to(torch::kBool).unsqueeze(0);
+  // rank_i = 1 + sum_j sigmoid((s_j - s_i) / T) over the list's other documents.
+  const Tensor sig = torch::sigmoid((p.s.unsqueeze(1) - p.s.unsqueeze(2)) / temperature);
+  const Tensor rank = 1 + (sig * others).sum(2);
+  const Tensor dcg = (Gains(p) / torch::log2(1 + rank)).sum(1);
+  const Tensor idcg = IdealDcg(p);
+  return MeanOver(1 - dcg / idcg.clamp_min(1e-12), idcg > 0, scores);
+}
+
+void CheckShapes(const Tensor& scores, const Tensor& labels, const Tensor& offsets) {
+  if (scores.dim() != 1 || labels.sizes() != scores.sizes() || offsets.dim() != 1 ||
+      offsets.size(0) < 1) {
+    throw InternalError(fmt::format(
+        "ranking loss: scores [{}], labels [{}], offsets [{}]", fmt::join(scores.sizes(), ", "),
+        fmt::join(labels.sizes(), ", "), fmt::join(offsets.sizes(), ", ")));
+  }
+}
+
+}  // namespace
+
+const char* RankLossName(RankLoss loss) {
+  for (const auto& [l, name] : kNames) {
+    if (l == loss) return name;
+  }
+  return "?";
+}
+
+RankLoss ParseRankLoss(std::string_view name) {
+  std::string choices;
+  for (const auto& [l, n] : kNames) {
+    if (name == n) return l;
+    choices += fmt::format("{}{}", choices.empty() ? "" : ", ", n);
+  }
+  throw ConfigError(fmt::format("unknown ranking loss \"{}\"", name),
+                    ErrorWhere{.field = "model.loss"}, "choose one of " + choices);
+}
+
+at::Tensor RankingLoss(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
+                       const at::Tensor& offsets, const RankLossOptions& options) {
+  CheckShapes(scores, labels, offsets);
+  if (offsets.size(0) == 1 || scores.size(0) == 0) return (scores * 0).sum();
+  switch (loss) {
+    case RankLoss::kMse: return (scores - labels.to(scores.dtype())).pow(2).mean();
+    case RankLoss::kBce:
+      return torch::binary_cross_entropy_with_logits(
+          scores, (labels.to(scores.dtype()) / options.label_max).clamp(0, 1));
+    default: break;
+  }
+  const Padded p = Pad(scores, labels, offsets);
+  switch (loss) {
+    case RankLoss::kRankNet: return RankNet(p, scores);
+    case RankLoss::kLambdaRank: return LambdaRank(p, scores);
+    case RankLoss::kSoftmax: return Softmax(p, scores);
+    case RankLoss::kApproxNdcg: return ApproxNdcg(p, scores, options.temperature);
+    default: throw InternalError("unhandled ranking loss");
+  }
+}
+
+}  // namespace topspin

@@ -1,0 +1,97 @@
+#include "topspin/model/rank_losses.h"
+
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "topspin/core/error.h"
+
+namespace topspin {
+namespace {
+
+constexpr RankLoss kAll[] = {RankLoss::kMse,        RankLoss::kBce,     RankLoss::kRankNet,
+                             RankLoss::kLambdaRank, RankLoss::kSoftmax, RankLoss::kApproxNdcg};
+
+torch::Tensor D(std::vector<double> v) {
+  return torch::tensor(v, torch::kDouble);
+}
+torch::Tensor Offsets(std::vector<int64_t> v) {
+  return torch::tensor(v, torch::kLong);
+}
+
+double Loss(RankLoss kind, const torch::Tensor& s, const torch::Tensor& y, const torch::Tensor& o) {
+  return RankingLoss(kind, s, y, o).item<double>();
+}
+
+TEST(RankLosses, HandComputedValues) {
+  const auto o = Offsets({0, 2});
+  EXPECT_NEAR(Loss(RankLoss::kMse, D({1, 0}), D({0, 0}), o), 0.5, 1e-12);
+  EXPECT_NEAR(Loss(RankLoss::kRankNet, D({1, 0}), D({1, 0}), o), std::log1p(std::exp(-1.0)), 1e-12);
+  EXPECT_NEAR(Loss(RankLoss::kSoftmax, D({0, 0}), D({1, 0}), o), std::log(2.0), 1e-12);
+  // LambdaRank on a swapped pair: weight |(1 - 0)(1 - 1/log2(3))| / 1.
+  EXPECT_NEAR(Loss(RankLoss::kLambdaRank, D({0, 1}), D({1, 0}), o),
+              (1 - 1 / std::log2(3.0)) * std::log1p(std::exp(1.0)), 1e-12);
+  // ApproxNDCG with well-separated scores is 1 - NDCG of that order.
+  EXPECT_NEAR(Loss(RankLoss::kApproxNdcg, D({10, 0}), D({1, 0}), o), 0, 1e-12);
+  EXPECT_NEAR(Loss(RankLoss::kApproxNdcg, D({0, 10}), D({1, 0}), o), 1 - 1 / std::log2(3.0), 1e-9);
+  EXPECT_NEAR(Loss(RankLoss::kBce, D({0, 0}), D({4, 0}), o), std::log(2.0), 1e-12);
+}
+
+TEST(RankLosses, GradientsMatchFiniteDifferences) {
+  torch::manual_seed(3);
+  const auto o = Offsets({0, 4, 5, 11});  // lists of 4, 1 and 6
+  const auto y = D({0, 2, 1, 4, 3, 0, 0, 1, 2, 3, 1});
+  const auto base = torch::randn({11}, torch::kDouble);
+  for (RankLoss kind : kAll) {
+    SCOPED_TRACE(RankLossName(kind));
+    auto s = base.clone().requires_grad_(true);
+    RankingLoss(kind, s, y, o).backward();
+    const auto grad = s.grad();
+    const double eps = 1e-6;
+    for (int64_t i = 0; i < 11; ++i) {
+      auto plus = base.clone(), minus = base.clone();
+      plus[i] += eps;
+      minus[i] -= eps;
+      const double fd = (Loss(kind, plus, y, o) - Loss(kind, minus, y, o)) / (2 * eps);
+      EXPECT_NEAR(grad[i].item<double>(), fd, 1e-6 + 1e-5 * std::fabs(fd)) << "document " << i;
+    }
+    EXPECT_GT(grad.abs().sum().item<double>(), 0);
+  }
+}
+
+TEST(RankLosses, JaggedEqualsListByList) {
+  torch::manual_seed(4);
+  const auto s = torch::randn({7}, torch::kDouble);
+  const auto y = D({1, 0, 2, 0, 3, 1, 0});
+  const auto joint = Offsets({0, 3, 7});
+  for (RankLoss kind : {RankLoss::kRankNet, RankLoss::kSoftmax, RankLoss::kApproxNdcg}) {
+    const double a = Loss(kind, s.slice(0, 0, 3), y.slice(0, 0, 3), Offsets({0, 3}));
+    const double b = Loss(kind, s.slice(0, 3), y.slice(0, 3), Offsets({0, 4}));
+    EXPECT_NEAR(Loss(kind, s, y, joint), (a + b) / 2, 1e-12) << RankLossName(kind);
+  }
+}
+
+TEST(RankLosses, NothingToLearnGivesZeroAndNames) {
+  const auto o = Offsets({0, 2, 3});
+  const auto zeros = D({0, 0, 0});
+  for (RankLoss kind : {RankLoss::kRankNet, RankLoss::kSoftmax, RankLoss::kApproxNdcg}) {
+    auto s = D({0.3, -1, 2}).requires_grad_(true);
+    const auto loss = RankingLoss(kind, s, zeros, o);
+    EXPECT_EQ(loss.item<double>(), 0) << RankLossName(kind);
+    loss.backward();
+    EXPECT_EQ(s.grad().abs().sum().item<double>(), 0);
+  }
+  EXPECT_EQ(ParseRankLoss("lambdarank"), RankLoss::kLambdaRank);
+  try {
+    ParseRankLoss("lambda");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.Message().find("model.loss"), std::string::npos);
+    EXPECT_NE(e.Message().find("approx_ndcg"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace topspin
