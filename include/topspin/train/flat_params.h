@@ -1,0 +1,114 @@
+// Flat parameter and gradient buffers (DESIGN "Flat buffers").
+//
+// FlatParams moves every dense parameter of a module into one contiguous
+// float32 buffer `params` [P] and points the parameter at its slice
+// (set_data(flat.narrow(0, offset, numel).view(shape))); each gradient is
+// likewise a view of one buffer `grads` [P], so autograd accumulates
+// straight into it. The dense optimizer (DenseOptimizer) then runs one
+// vectorised pass over the two buffers, data-parallel buckets are slices of
+// `grads`, and ZeRO shards are ranges of both.
+//
+// Rules that keep the views valid: never assign a new tensor to a
+// parameter or its grad; zero with ZeroGrad() (grads().zero_()), never by
+// setting grads undefined; load values with Load() (copy into the buffer).
+// Aliased() checks the invariant. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace topspin {
+
+class FlatParams {
+ public:
+  struct Slot {
+    std::string name;
+    int64_t offset = 0;
+    int64_t numel = 0;
+    std::vector<int64_t> shape;
+  };
+
+  // Takes the module's parameters (named_parameters order) for which
+  // `include(name)` is true; others (embedding tables) stay as they are.
+  explicit FlatParams(torch::nn::Module& module,
+                      const std::function<bool(const std::string&)>& include = {});
+
+  at::Tensor& params() { return params_; }
+  at::Tensor& grads() { return grads_; }
+  const at::Tensor& params() const { return params_; }
+  const at::Tensor& grads() const { return grads_; }
+  int64_t numel() const { return params_.numel(); }
+  const std::vector<Slot>& slots() const { return slots_; }
+
+  void ZeroGrad();
+  // Copies `values` ([P] float32) into the buffer; the views stay valid.
+  void Load(const at::Tensor& values);
+  // True while every parameter and its gradient still view the buffers.
+  bool Aliased() const;
+
+ private:
+  std::vector<Slot> slots_;
+  std::vector<at::Tensor> parameters_;  // the module's parameters (shared storage)
+  at::Tensor params_, grads_;
+};
+
+// AdamW or SGD with momentum over the flat buffers in one pass.
+//   adamw  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//          p -= lr (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd p)
+//   sgd    buf = momentum buf + g + wd p;  p -= lr buf
+class DenseOptimizer {
+ public:
+  enum class Kind { kAdamW, kSgd };
+  struct Options {
+    Kind kind = Kind::kAdamW;
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, momentum = 0.9;
+  };
+  DenseOptimizer(int64_t numel, const Options& options);
+
+  // One step at learning rate lr: updates params from grads in place.
+  void Step(at::Tensor& params, const at::Tensor& grads, double lr);
+  int64_t steps() const { return steps_; }
+  // State for checkpoints: {m, v} (adamw) or {buf} (sgd), and the step count.
+  std::vector<at::Tensor> state() const;
+  void LoadState(const std::vector<at::Tensor>& state, int64_t steps);
+
+ private:
+  Options options_;
+  int64_t steps_ = 0;
+  at::Tensor m_, v_;  // adamw moments, or m_ = sgd momentum buffer
+};
+
+// Row-wise updates of an embedding table [S, E] for the rows a batch
+// touched. `ids` [U] are unique (the caller sums duplicates first: an
+// index_select backward does), `grads` [U, E] their gradients.
+//   adagrad    (row-wise) acc[r] += mean(g_r^2); row -= lr g_r / (sqrt(acc[r]) + eps)
+//   lazy_adam  Adam on the touched rows only, bias-corrected with the global step
+class SparseOptimizer {
+ public:
+  enum class Kind { kRowWiseAdagrad, kLazyAdam };
+  struct Options {
+    Kind kind = Kind::kRowWiseAdagrad;
+    double eps = 1e-8, beta1 = 0.9, beta2 = 0.999, initial_accumulator = 0.0;
+  };
+  SparseOptimizer(const at::Tensor& table, const Options& options);
+
+  void Step(at::Tensor& table, const at::Tensor& ids, const at::Tensor& grads, double lr);
+  std::vector<at::Tensor> state() const;
+  void LoadState(const std::vector<at::Tensor>& state, int64_t steps);
+
+ private:
+  Options options_;
+  int64_t steps_ = 0;
+  at::Tensor acc_;    // adagrad [S]
+  at::Tensor m_, v_;  // lazy adam [S, E]
+};
+
+}  // namespace topspin
