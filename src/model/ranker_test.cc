@@ -1,0 +1,87 @@
+#include "topspin/model/ranker.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace topspin {
+namespace {
+
+RankerOptions Small(Interaction interaction = Interaction::kConcat) {
+  return RankerOptions{.dense_dim = 5,
+                       .table_sizes = {10, 6},
+                       .embedding_dim = 4,
+                       .bottom = {8},
+                       .top = {6},
+                       .interaction = interaction,
+                       .cross_layers = 2,
+                       .seed = 3};
+}
+
+TEST(Ranker, ScoresEveryDocumentOnce) {
+  for (Interaction i : {Interaction::kConcat, Interaction::kDcn}) {
+    Ranker r(Small(i));
+    const auto dense = torch::randn({7, 5});
+    const auto sparse = torch::tensor({0, 1, 3, 1, 9, 5, 9, 0, 3, 2, 1, 1, 0, 4}).view({7, 2});
+    const auto out = r.Forward(dense, sparse, /*train=*/false);
+    EXPECT_EQ(out.scores.sizes(), (std::vector<int64_t>{7}));
+    EXPECT_FALSE(out.scores.requires_grad());
+    // Scoring documents one at a time gives the same scores (no batch coupling).
+    for (int64_t d = 0; d < 7; ++d) {
+      const auto one = r.Forward(dense.slice(0, d, d + 1), sparse.slice(0, d, d + 1), false);
+      EXPECT_NEAR(one.scores[0].item<float>(), out.scores[d].item<float>(), 1e-6);
+    }
+  }
+  EXPECT_THROW(
+      Ranker(Small()).Forward(torch::randn({2, 4}), torch::zeros({2, 2}, torch::kLong), false),
+      std::exception);
+}
+
+TEST(Ranker, RowGradientsEqualTheDenseEmbeddingGradient) {
+  Ranker r(Small(Interaction::kDcn));
+  const auto dense = torch::randn({6, 5});
+  const auto sparse = torch::tensor({1, 0, 1, 5, 4, 0, 1, 5, 7, 2, 4, 0}).view({6, 2});
+  auto out = r.Forward(dense, sparse, /*train=*/true);
+  out.scores.pow(2).sum().backward();
+  for (size_t c = 0; c < 2; ++c) {
+    const auto ids = out.unique_ids[c];
+    const auto g = out.rows[c].grad();
+    ASSERT_TRUE(g.defined());
+    EXPECT_EQ(g.size(0), ids.size(0));
+    // Duplicates are summed: the gradient of a row used twice is the sum of
+    // its two uses, i.e. the dense gradient; check through a finite
+    // difference on the table row.
+    for (int64_t k = 0; k < ids.size(0); ++k) {
+      const int64_t id = ids[k].item<int64_t>();
+      for (int64_t j = 0; j < 4; ++j) {
+        const float eps = 1e-2f;
+        auto& table = r.tables()[c];
+        const float old = table[id][j].item<float>();
+        table[id][j] = old + eps;
+        const double up = r.Forward(dense, sparse, false).scores.pow(2).sum().item<double>();
+        table[id][j] = old - eps;
+        const double down = r.Forward(dense, sparse, false).scores.pow(2).sum().item<double>();
+        table[id][j] = old;
+        EXPECT_NEAR(g[k][j].item<float>(), (up - down) / (2 * eps), 2e-3) << "table " << c;
+      }
+    }
+  }
+  // Dense parameters got gradients too.
+  double total = 0;
+  for (const auto& p : r.dense_module().parameters()) total += p.grad().abs().sum().item<double>();
+  EXPECT_GT(total, 0);
+}
+
+TEST(Ranker, SeedFixesTheInitialisationAndFlopsAreAnalytic) {
+  Ranker a(Small()), b(Small());
+  for (size_t c = 0; c < 2; ++c) EXPECT_TRUE(torch::equal(a.tables()[c], b.tables()[c]));
+  const auto pa = a.dense_module().parameters(), pb = b.dense_module().parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i]));
+  // bottom 5->8, top (8 + 2*4 = 16)->6->1: 2*(5*8 + 16*6 + 6*1).
+  EXPECT_EQ(a.ForwardFlopsPerDoc(), 2 * (5 * 8 + 16 * 6 + 6));
+  // DCN adds 2 layers of 2*16*16 + 3*16.
+  EXPECT_EQ(Ranker(Small(Interaction::kDcn)).ForwardFlopsPerDoc(),
+            2 * (5 * 8 + 16 * 6 + 6) + 2 * (2 * 16 * 16 + 3 * 16));
+}
+
+}  // namespace
+}  // namespace topspin
