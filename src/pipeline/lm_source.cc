@@ -155,6 +155,7 @@ class LanguageModelSource final : public Source {
 
   const std::vector<std::string>& dense_names() const override { return none_; }
   const std::vector<std::string>& sparse_names() const override { return none_; }
+  const std::vector<uint64_t>& sparse_cardinalities() const override { return no_ids_; }
 
  private:
   uint64_t WindowStart(uint64_t epoch, uint64_t sample) const {
@@ -177,6 +178,7 @@ class LanguageModelSource final : public Source {
   std::vector<uint64_t> token_start_;  // [units + 1]
   uint64_t windows_ = 0;
   std::vector<std::string> none_;
+  std::vector<uint64_t> no_ids_;
 };
 
 }  // namespace

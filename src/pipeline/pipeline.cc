@@ -528,5 +528,8 @@ const std::vector<std::string>& Pipeline::dense_names() const {
 const std::vector<std::string>& Pipeline::sparse_names() const {
   return impl_->source->sparse_names();
 }
+const std::vector<uint64_t>& Pipeline::sparse_cardinalities() const {
+  return impl_->source->sparse_cardinalities();
+}
 
 }  // namespace topspin

@@ -85,6 +85,7 @@ class RankingSource final : public Source {
       ResolveFeatureChain(chain, m, options.seed);
       auto& names = chain.kind == FeatureKind::kDense ? dense_names_ : sparse_names_;
       for (const auto& n : chain.OutputNames()) names.push_back(n);
+      if (chain.kind == FeatureKind::kSparse) cardinalities_.push_back(chain.cardinality);
     }
     Project();
     IndexGroups();
@@ -174,6 +175,7 @@ class RankingSource final : public Source {
 
   const std::vector<std::string>& dense_names() const override { return dense_names_; }
   const std::vector<std::string>& sparse_names() const override { return sparse_names_; }
+  const std::vector<uint64_t>& sparse_cardinalities() const override { return cardinalities_; }
 
  private:
   // The decoded columns: every chain's inputs, the label and the group,
@@ -241,6 +243,7 @@ class RankingSource final : public Source {
   std::vector<FeatureChain> chains_;
   FeatureChain label_chain_;
   std::vector<std::string> dense_names_, sparse_names_;
+  std::vector<uint64_t> cardinalities_;
   std::vector<size_t> columns_;                // schema indices decoded per unit
   std::vector<std::vector<size_t>> chain_at_;  // per chain: its inputs in columns_
   size_t label_at_ = 0, group_at_ = 0;

@@ -86,6 +86,7 @@ class Source {
                             const UnitLookup& units, Batch& batch) const = 0;
   virtual const std::vector<std::string>& dense_names() const = 0;
   virtual const std::vector<std::string>& sparse_names() const = 0;
+  virtual const std::vector<uint64_t>& sparse_cardinalities() const = 0;
 };
 
 std::unique_ptr<Source> MakeRankingSource(const RankingSpec& spec, const PipelineOptions& options);

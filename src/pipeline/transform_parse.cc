@@ -269,6 +269,20 @@ bool Hashable(DType d) {
          d == DType::kString || d == DType::kFloat32 || d == DType::kFloat64;
 }
 
+uint64_t Cardinality(const FeatureChain& chain, std::map<std::string, ColumnStats>::const_iterator stats,
+                     const Manifest& manifest) {
+  const TransformStep& last = chain.steps.back();
+  if (last.op == TransformOp::kBucketize) return last.count + 1;
+  if (last.op != TransformOp::kCast) return last.count;
+  if (stats == manifest.stats.end() || stats->second.min < 0 || stats->second.max > 1e12) {
+    throw ConfigError(fmt::format("\"{}\": cast ids must lie in [0, 1e12]; the column's range is "
+                                  "unknown or outside it",
+                                  chain.text),
+                      ErrorWhere{.field = chain.field}, "hash the column instead: hash(S)");
+  }
+  return static_cast<uint64_t>(stats->second.max) + 1;
+}
+
 }  // namespace
 
 const char* TransformOpName(TransformOp op) {
@@ -335,6 +349,7 @@ void ResolveFeatureChain(FeatureChain& chain, const Manifest& manifest, uint64_t
     step.seed = seed;
     ResolveStep(step, sketch);
   }
+  if (chain.kind == FeatureKind::kSparse) chain.cardinality = Cardinality(chain, stats, manifest);
 }
 
 }  // namespace topspin

@@ -30,6 +30,7 @@ Manifest TestManifest() {
   for (int i = 0; i < kQuantileEdges; ++i) x.quantiles.push_back(i);
   m.stats["x"] = x;
   m.stats["n"] = ColumnStats{.count = 10, .min = 1, .max = 9, .mean = 4, .std = 2, .quantiles = {}};
+  m.stats["id"] = ColumnStats{.count = 4, .min = 0, .max = 1e12, .mean = 0, .std = 0, .quantiles = {}};
   return m;
 }
 
@@ -103,6 +104,15 @@ TEST(FeatureChain, BadChainsNameTheFieldTheOffsetAndTheFix) {
   EXPECT_NE(msg("xx: log1p").find("did you mean \"x\""), std::string::npos) << msg("xx: log1p");
   EXPECT_NE(msg("s: log1p").find("is string"), std::string::npos) << msg("s: log1p");
   EXPECT_NE(msg("t: hash(8)", FeatureKind::kSparse).find("tokens_u16"), std::string::npos);
+  Manifest negative = TestManifest();
+  negative.stats["n"].min = -1;  // cast ids must be non-negative
+  FeatureChain cast = ParseFeatureChain("n: cast", FeatureKind::kSparse, "pipeline.sparse[0]");
+  try {
+    ResolveFeatureChain(cast, negative, 0);
+    ADD_FAILURE() << "negative cast ids accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.Message().find("hash the column instead"), std::string::npos) << e.Message();
+  }
 }
 
 TEST(FeatureChain, ResolvesConstantsFromTheManifest) {
@@ -119,6 +129,9 @@ TEST(FeatureChain, ResolvesConstantsFromTheManifest) {
   // Quartile edges of 0..64 are 16, 32, 48.
   const FeatureChain b = Resolved("x: bucketize(4)", FeatureKind::kSparse);
   EXPECT_EQ(b.steps[0].edges, (std::vector<float>{16, 32, 48}));
+  EXPECT_EQ(b.cardinality, 5u);  // 4 buckets and the null bucket
+  EXPECT_EQ(Resolved("id: hash(8)", FeatureKind::kSparse).cardinality, 8u);
+  EXPECT_EQ(Resolved("n: cast", FeatureKind::kSparse).cardinality, 10u);  // max 9
   EXPECT_EQ(Resolved("id: hash(8)", FeatureKind::kSparse, 99).steps[0].seed, 99u);
 }
 

@@ -145,6 +145,8 @@ class Pipeline {
   // Names of the dense and sparse outputs, in column order.
   const std::vector<std::string>& dense_names() const;
   const std::vector<std::string>& sparse_names() const;
+  // Per sparse output, the id range [0, cardinality) (embedding table rows).
+  const std::vector<uint64_t>& sparse_cardinalities() const;
 
   struct Impl;
 

@@ -80,6 +80,11 @@ struct FeatureChain {
   std::string text;   // as written, for messages
   std::string field;  // "pipeline.dense[3]"
 
+  // Sparse chains, after Resolve(): ids lie in [0, cardinality): S for
+  // hash and cross, N + 1 for bucketize (the null bucket), max + 1 of the
+  // column's manifest statistics for cast.
+  uint64_t cardinality = 0;
+
   // Outputs this chain writes: dense 1 (+1 with an impute flag), sparse 1.
   size_t width() const;
   // Output names, e.g. {"sales_7d", "sales_7d_missing"} or {"brand_x_category"}.
