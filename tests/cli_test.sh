@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo gen convert inspect tokenizer pipeline bench; do
+for sub in version config demo gen convert inspect tokenizer pipeline train bench; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -87,6 +87,26 @@ expect 0 "docs/s" -- "$bin" pipeline demo --set data.train="$tmp/ds" --epochs 2
 expect 2 'did you mean \"price\"' -- "$bin" pipeline demo --set data.train="$tmp/ds" \
   --set 'pipeline.dense=["pricee: log1p"]'
 expect 2 "data.train is not set" -- "$bin" pipeline demo
+# Training: kill -9 at a random moment (maybe mid-checkpoint), resume, and
+# the final parameters are bitwise those of a run never interrupted.
+if "$bin" version | grep -q "libtorch  *[0-9]"; then
+  train_args=(train "$src/configs/ranker-shop.yaml" --set data.train="$tmp/ds" --set data.valid=
+              --set train.steps=40 --set train.checkpoint_every=3 --set train.log_every=10
+              --set model.top=32 --set pipeline.batch_size=16 --set train.torch_threads=1
+              --set optim.warmup_steps=5)
+  expect 0 "trained       40 steps" -- "$bin" "${train_args[@]}" --run-dir "$tmp/straight"
+  (timeout -s KILL "$(awk 'BEGIN{srand(); printf "%.2f", 0.8 + rand() * 2}')" \
+    "$bin" "${train_args[@]}" --run-dir "$tmp/killed" >/dev/null 2>&1) 2>/dev/null
+  expect 0 "trained       40 steps" -- "$bin" "${train_args[@]}" --run-dir "$tmp/killed" --resume auto
+  sha() { grep -o '"sha256": *"[0-9a-f]*"' "$1/checkpoints/step-40/manifest.json" | head -1; }
+  if [ -n "$(sha "$tmp/straight")" ] && [ "$(sha "$tmp/straight")" = "$(sha "$tmp/killed")" ]; then
+    echo "ok: kill -9 + --resume auto is bitwise identical"
+  else
+    echo "FAIL: resumed run differs: $(sha "$tmp/straight") vs $(sha "$tmp/killed")"
+    failures=$((failures + 1))
+  fi
+  expect 2 "needs --run-dir" -- "$bin" "${train_args[@]}" --resume auto
+fi
 shard=$(ls "$tmp"/ds/*.tshard | head -1)
 printf '\xff\xff\xff\xff' | dd of="$shard" bs=1 seek=100 conv=notrunc status=none
 expect 1 "$(basename "$shard")" -- "$bin" inspect "$tmp/ds" --verify

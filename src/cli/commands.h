@@ -15,6 +15,7 @@ void RegisterConvert(CLI::App& app);
 void RegisterInspect(CLI::App& app);
 void RegisterTokenizer(CLI::App& app);
 void RegisterPipeline(CLI::App& app);
+void RegisterTrain(CLI::App& app);
 void RegisterBench(CLI::App& app);
 
 }  // namespace topspin::cli

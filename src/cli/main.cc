@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   cli::RegisterInspect(app);
   cli::RegisterTokenizer(app);
   cli::RegisterPipeline(app);
+  cli::RegisterTrain(app);
   cli::RegisterBench(app);
 
   try {

@@ -1,0 +1,133 @@
+#include "topspin/train/ranker_trainer.h"
+
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/test_util.h"
+#include "topspin/core/config_schema.h"
+#include "topspin/core/error.h"
+#include "topspin/data/checkpoint_store.h"
+#include "topspin/data/dataset.h"
+#include "topspin/data/gen_shop.h"
+#include "topspin/pipeline/shop_features.h"
+
+namespace topspin {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Data {
+  testing::TempDir dir;
+  fs::path train = dir / "train", valid = dir / "valid";
+  Data() {
+    DatasetWriterOptions w;
+    w.row_group_rows = 2000;
+    WriteShopShards(train, ShopOptions{.queries = 400, .seed = 1, .threads = 1}, w);
+    WriteShopShards(valid, ShopOptions{.queries = 100, .seed = 2, .threads = 1}, w);
+  }
+};
+
+const Data& SharedData() {
+  static const Data data;
+  return data;
+}
+
+std::string YamlList(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (const auto& i : items) out += fmt::format("{}\"{}\"", out.size() > 1 ? ", " : "", i);
+  return out + "]";
+}
+
+Config TestConfig(const std::vector<std::string>& extra = {}) {
+  const std::string yaml = fmt::format(R"yaml(
+run: {{seed: 7}}
+data: {{train: "{}", valid: "{}"}}
+pipeline:
+  threads: 2
+  batch_size: 16
+  shuffle: global
+  dense: {}
+  sparse: {}
+model: {{embedding_dim: 8, bottom: "32", top: "32", loss: softmax}}
+optim: {{lr: 0.003, warmup_steps: 5, sparse_lr: 0.05}}
+train: {{steps: 30, log_every: 10, eval_every: 15, checkpoint_every: 10, torch_threads: 1}}
+)yaml",
+                                       SharedData().train.string(), SharedData().valid.string(),
+                                       YamlList(ShopDenseChains()), YamlList(ShopSparseChains()));
+  return Config::Parse(yaml, "test.yaml", extra, TopspinSchema());
+}
+
+std::string FinalSha(const fs::path& run) {
+  const auto c = CheckpointStore(run / "checkpoints").LoadLatest();
+  EXPECT_TRUE(c.has_value());
+  return c ? c->files.at("model.safetensors").sha256 : "";
+}
+
+TEST(RankerTrainer, LearnsLogsEvaluatesAndCheckpoints) {
+  testing::TempDir run;
+  const Config config = TestConfig();
+  const RankerTrainResult r = TrainRanker(config, {.run_dir = run.path()});
+  EXPECT_EQ(r.step, 30);
+  EXPECT_EQ(r.skipped_steps, 0);
+  EXPECT_GT(r.valid_ndcg10, 0.5);
+  EXPECT_TRUE(std::isfinite(r.last_loss));
+  EXPECT_GT(r.docs_per_s, 0);
+  // metrics.jsonl: three training records and two evaluations.
+  std::ifstream in(run / "metrics.jsonl");
+  int train_lines = 0, eval_lines = 0;
+  double first_loss = 0, last_loss = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) {
+      (train_lines++ == 0 ? first_loss : last_loss) = j["loss"].get<double>();
+    }
+    if (j.contains("valid/ndcg@10")) ++eval_lines;
+  }
+  EXPECT_EQ(train_lines, 3);
+  EXPECT_EQ(eval_lines, 2);
+  EXPECT_LT(last_loss, first_loss);  // it learns
+  EXPECT_FALSE(fs::is_empty(run / "tb"));
+  const auto steps = CheckpointStore(run / "checkpoints").List();
+  ASSERT_EQ(steps.size(), 3u);  // 10, 20, 30 (keep 3)
+  EXPECT_EQ(steps.back().step, 30u);
+}
+
+TEST(RankerTrainer, ResumedRunIsBitwiseIdentical) {
+  testing::TempDir straight, interrupted;
+  const Config config = TestConfig();
+  TrainRanker(config, {.run_dir = straight.path()});
+  // Dies after 13 steps (checkpoint at 10), then resumes and finishes.
+  const auto partial = TrainRanker(config, {.run_dir = interrupted.path(), .stop_after_steps = 13});
+  EXPECT_EQ(partial.step, 13);
+  const auto resumed = TrainRanker(config, {.run_dir = interrupted.path(), .resume = "auto"});
+  EXPECT_EQ(resumed.resumed_from, 10);
+  EXPECT_EQ(resumed.step, 30);
+  EXPECT_EQ(FinalSha(straight.path()), FinalSha(interrupted.path()));
+  // A different config is refused.
+  try {
+    TrainRanker(TestConfig({"optim.lr=0.01"}), {.run_dir = interrupted.path(), .resume = "auto"});
+    FAIL() << "resumed with another config";
+  } catch (const Error& e) {
+    EXPECT_NE(e.Message().find("config hash"), std::string::npos) << e.Message();
+  }
+}
+
+TEST(RankerTrainer, DivergenceStopsAfterMaxBadSteps) {
+  testing::TempDir run;
+  try {
+    TrainRanker(TestConfig({"optim.name=sgd", "optim.lr=10", "optim.sparse_lr=100",
+                            "optim.clip_norm=0", "model.loss=mse", "train.max_bad_steps=3"}),
+                {.run_dir = run.path()});
+    FAIL() << "no divergence error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kData);
+    EXPECT_NE(e.Message().find("3 steps in a row"), std::string::npos) << e.Message();
+  }
+}
+
+}  // namespace
+}  // namespace topspin
