@@ -62,7 +62,8 @@ else
 fi
 
 # The demo runs end to end and leaves a run directory with its resolved config.
-expect 0 "features      48 dense, 6 sparse" -- "$bin" demo --set run.dir="$tmp/runs"
+expect 0 "features      48 dense, 6 sparse" -- "$bin" demo --set run.dir="$tmp/runs" --queries 600 \
+  --set train.steps=60 --set train.eval_every=0 --set train.checkpoint_every=0
 if [ -f "$tmp/runs/demo-001/config.yaml" ] && [ -f "$tmp/runs/demo-001/demo.json" ]; then
   echo "ok: demo wrote runs/demo-001"
 else

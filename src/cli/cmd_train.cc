@@ -54,6 +54,7 @@ void RunTrain(const TrainArgs& args) {
       r.last_loss,
       r.skipped_steps > 0 ? fmt::format(", {} non-finite steps skipped", r.skipped_steps) : "");
   if (!std::isnan(r.valid_ndcg10)) fmt::print("valid         NDCG@10 {:.4f}\n", r.valid_ndcg10);
+  fmt::print("phases        {}\n", DescribePhases(r));
   fmt::print("checkpoint    {}\n", r.checkpoint.string());
 #else
   (void)args;

@@ -1,5 +1,6 @@
 #include "topspin/train/ranker_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -99,6 +100,19 @@ SafetensorsTensor View(const std::string& name, const torch::Tensor& t) {
           std::span<const std::byte>(static_cast<const std::byte*>(t.data_ptr()), t.nbytes())};
 }
 
+// Adds the wall time of its scope to a phase total.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(double& total) : total_(total), start_(Clock::now()) {}
+  ~PhaseTimer() { total_ += std::chrono::duration<double>(Clock::now() - start_).count(); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  double& total_;
+  Clock::time_point start_;
+};
+
 class Trainer {
  public:
   Trainer(const Config& config, const RankerTrainOptions& options)
@@ -197,12 +211,20 @@ class Trainer {
     std::vector<std::vector<torch::Tensor>> ids(tables), grads(tables);
     double loss_sum = 0;
     int64_t docs = 0;
+    auto& phase = result_.phase_s;
     for (int64_t a = 0; a < accum; ++a) {
-      BatchPtr batch = train_->Next();
+      BatchPtr batch;
+      {
+        PhaseTimer timer(phase["data_wait"]);
+        batch = train_->Next();
+      }
       const BatchTensors t = Wrap(*batch);
+      std::optional<PhaseTimer> forward(std::in_place, phase["forward"]);
       const Ranker::Output out = ranker_->Forward(t.dense, t.sparse, /*train=*/true);
       const torch::Tensor loss =
           RankingLoss(loss_kind_, out.scores, t.labels, t.offsets) / double(accum);
+      forward.reset();
+      PhaseTimer backward(phase["backward"]);
       loss.backward();
       loss_sum += loss.item<double>();
       docs += static_cast<int64_t>(batch->num_docs);
@@ -211,6 +233,7 @@ class Trainer {
         grads[c].push_back(out.rows[c].grad());
       }
     }
+    PhaseTimer optimizer(phase["optimizer"]);
     std::vector<std::pair<torch::Tensor, torch::Tensor>> rows;
     bool finite = std::isfinite(loss_sum) && flat_->grads().isfinite().all().item<bool>();
     double sq = flat_->grads().pow(2).sum().item<double>();
@@ -255,6 +278,7 @@ class Trainer {
   void Evaluate() {
     const std::string& valid = config_.GetString("data.valid");
     if (valid.empty()) return;
+    PhaseTimer timer(result_.phase_s["eval"]);
     PipelineOptions o = PipelineOptionsFromConfig(config_);
     o.shuffle = ShuffleMode::kNone;
     o.drop_last = false;
@@ -299,6 +323,7 @@ class Trainer {
   }
 
   void SaveCheckpoint() {
+    PhaseTimer timer(result_.phase_s["checkpoint"]);
     // A checkpoint of this step exists when this run resumed from an older
     // one (the newer was damaged, or the run died after writing it): the
     // deterministic rerun replaces it.
@@ -398,6 +423,21 @@ class Trainer {
 };
 
 }  // namespace
+
+std::string DescribePhases(const RankerTrainResult& r) {
+  double total = 0;
+  for (const auto& [name, s] : r.phase_s) total += s;
+  std::string out;
+  for (const char* name : {"data_wait", "forward", "backward", "optimizer", "eval", "checkpoint"}) {
+    const auto it = r.phase_s.find(name);
+    if (it == r.phase_s.end()) continue;
+    std::string label(name);
+    std::replace(label.begin(), label.end(), '_', ' ');
+    out += fmt::format("{}{} {:.1f}% ({:.2f} s)", out.empty() ? "" : ", ", label,
+                       total > 0 ? 100 * it->second / total : 0.0, it->second);
+  }
+  return out;
+}
 
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options) {
   Trainer trainer(config, options);
