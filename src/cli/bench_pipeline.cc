@@ -30,9 +30,11 @@ double MiB(uint64_t bytes) {
   return static_cast<double>(bytes) / (1 << 20);
 }
 
+}  // namespace
+
 // The peer's inputs: the transform as data (the same columns, ops and
 // constants' sources as ShopDenseChains / ShopSparseChains).
-std::string PeerSpecJson(uint64_t seed) {
+std::string ShopPeerSpecJson(uint64_t seed) {
   nlohmann::json dense = nlohmann::json::array(), hash = nlohmann::json::array();
   const auto& heavy = ShopHeavyTailedColumns();
   const auto& categorical = ShopCategoricalColumns();
@@ -54,6 +56,8 @@ std::string PeerSpecJson(uint64_t seed) {
                         {"hash", hash}}
       .dump();
 }
+
+namespace {
 
 nlohmann::json RunPeer(const fs::path& csv, const fs::path& spec, const PipelineBenchOptions& o) {
   const fs::path script = o.peer_script;
@@ -207,7 +211,7 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
 
   const OursResult ours = RunOurs(shards, o);
   WriteShopCsv(csv, shop);
-  WriteFileAtomic(spec, PeerSpecJson(o.seed));
+  WriteFileAtomic(spec, ShopPeerSpecJson(o.seed));
   const nlohmann::json peer = RunPeer(csv, spec, o);
   const double peer_best = peer["best"]["docs_per_s"].get<double>();
   std::string peer_configs;

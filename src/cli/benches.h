@@ -47,6 +47,25 @@ struct PipelineBenchOptions {
 // language-model window stream against memcpy.
 BenchTable RunPipelineBench(const PipelineBenchOptions& options);
 
+// The shop transform as JSON for the Python peers (bench/peers/*.py).
+std::string ShopPeerSpecJson(uint64_t seed);
+
+struct TrainRankerBenchOptions {
+  std::filesystem::path scratch;
+  std::filesystem::path peers = "bench/peers";
+  uint64_t queries = 20000;
+  uint64_t valid_queries = 4000;
+  int epochs = 1;
+  int threads = 2;
+  int xgb_rounds = 800;
+  int xgb_depth = 8;
+  uint64_t seed = 1;
+};
+
+// Our ranker training against the same model in PyTorch (docs/s, NDCG@10)
+// and XGBoost rank:ndcg (NDCG@10), plus our compute floor. Needs LibTorch.
+BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& options);
+
 struct OrderBenchOptions {
   uint64_t samples = 1000000;
   uint64_t block_size = 1800;  // ~gen shop lists per 64k-row row group

@@ -98,6 +98,30 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   pipeline->callback([] { Report(RunPipelineBench(pipe), args); });
 
+  static TrainRankerBenchOptions ranker;
+  ranker.scratch = data.scratch;
+  auto* ranker_cmd = bench->add_subcommand(
+      "train-ranker", "Ranker training vs the same model in PyTorch and XGBoost rank:ndcg");
+  ranker_cmd->add_option("--json", args.json_path, "also write the table as JSON to this file");
+  ranker_cmd->add_option("--queries", ranker.queries, "training queries (~36 docs each)")
+      ->check(CLI::Range(uint64_t{200}, uint64_t{100000000}))
+      ->capture_default_str();
+  ranker_cmd->add_option("--valid-queries", ranker.valid_queries, "held-out queries")
+      ->check(CLI::Range(uint64_t{50}, uint64_t{100000000}))
+      ->capture_default_str();
+  ranker_cmd->add_option("--epochs", ranker.epochs, "epochs for us and the PyTorch peer")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  ranker_cmd->add_option("--threads", ranker.threads, "threads for everyone")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  ranker_cmd->add_option("--xgb-rounds", ranker.xgb_rounds, "XGBoost boosting rounds")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  ranker_cmd->add_option("--peers", ranker.peers, "directory of the Python peers")
+      ->capture_default_str();
+  ranker_cmd->callback([] { Report(RunTrainRankerBench(ranker), args); });
+
   static OrderBenchOptions order;
   auto* order_cmd = bench->add_subcommand(
       "order", "Shuffle quality of none/block/global orders vs std::shuffle, and lookup speed");

@@ -1,0 +1,144 @@
+// bench train-ranker: our ranker training against the same model in
+// PyTorch (bench/peers/ranker_pytorch.py) and XGBoost rank:ndcg
+// (bench/peers/ranker_xgboost.py) on the same data, in the same run.
+#include "cli/benches.h"
+#include "topspin/core/error.h"
+
+#ifdef TOPSPIN_HAVE_TORCH
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "cli/run_command.h"
+#include "topspin/core/config_schema.h"
+#include "topspin/core/error.h"
+#include "topspin/core/files.h"
+#include "topspin/data/dataset.h"
+#include "topspin/data/gen_shop.h"
+#include "topspin/model/ranker.h"
+#include "topspin/pipeline/shop_features.h"
+#include "topspin/train/ranker_trainer.h"
+
+namespace topspin::cli {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kPython = "/usr/bin/python3";
+
+std::string YamlList(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (const auto& i : items) out += fmt::format("{}\"{}\"", out.size() > 1 ? ", " : "", i);
+  return out + "]";
+}
+
+nlohmann::json RunPeer(const std::string& command, const fs::path& script) {
+  const auto [status, output] = RunCommand(command);
+  const auto at = output.rfind('{');
+  if (status != 0 || at == std::string::npos) {
+    throw IoError(fmt::format("the peer failed: {}", output.substr(0, 800)),
+                  ErrorWhere{.file = script.string()},
+                  "install the benchmark peers (scripts/install-deps.sh --bench) and run from the "
+                  "repository root, or pass --peers");
+  }
+  return nlohmann::json::parse(output.substr(at));
+}
+
+// Dense matmul GFLOP/s at the top MLP's shapes (the model's bulk).
+double MatmulFlops(int threads) {
+  torch::set_num_threads(threads);
+  const auto a = torch::randn({2304, 112}), b = torch::randn({112, 128});
+  const double s = BestSeconds(5, [&] {
+    for (int i = 0; i < 20; ++i) (void)torch::mm(a, b);
+  });
+  return 20 * 2.0 * 2304 * 112 * 128 / s;
+}
+
+}  // namespace
+
+BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& o) {
+  fs::create_directories(o.scratch);
+  const fs::path train = o.scratch / "bench-train", valid = o.scratch / "bench-valid";
+  const fs::path train_csv = o.scratch / "bench-train.csv",
+                 valid_csv = o.scratch / "bench-valid.csv";
+  const fs::path spec = o.scratch / "bench-train-spec.json", run = o.scratch / "bench-train-run";
+  for (const auto& p : {train, valid, train_csv, valid_csv, spec, run}) fs::remove_all(p);
+  const ShopOptions train_shop{.queries = o.queries, .seed = o.seed};
+  const ShopOptions valid_shop{.queries = o.valid_queries, .seed = o.seed + 1000};
+  const Manifest m = WriteShopShards(train, train_shop);
+  WriteShopShards(valid, valid_shop);
+  WriteShopCsv(train_csv, train_shop);
+  WriteShopCsv(valid_csv, valid_shop);
+  WriteFileAtomic(spec, ShopPeerSpecJson(o.seed));
+
+  // Ours: the peer's settings (AdamW 3e-3 without decay, lazy Adam = SparseAdam
+  // at the same rate, softmax loss, batches of 64 lists, clip 1).
+  const uint64_t steps = static_cast<uint64_t>(o.epochs) * (m.group_stats.groups / 64);
+  const std::string yaml = fmt::format(
+      R"yaml(
+run: {{seed: {}}}
+data: {{train: "{}", valid: "{}"}}
+pipeline: {{threads: {}, batch_size: 64, shuffle: global, dense: {}, sparse: {}}}
+model: {{embedding_dim: 16, bottom: "64", top: "128,64", loss: softmax}}
+optim: {{lr: 0.003, weight_decay: 0.0, schedule: constant, warmup_steps: 0, sparse: lazy_adam,
+         sparse_lr: 0.003, clip_norm: 1.0}}
+train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_threads: 1}}
+)yaml",
+      o.seed, train.string(), valid.string(), o.threads, YamlList(ShopDenseChains()),
+      YamlList(ShopSparseChains()), steps);
+  const Config config = Config::Parse(yaml, "<bench train-ranker>", {}, TopspinSchema());
+  const RankerTrainResult ours = TrainRanker(config, {.run_dir = run});
+  const double flops_per_doc =
+      3.0 * double(Ranker(RankerOptions{.dense_dim = 48,
+                                        .table_sizes = {17, 17, 262144, 262144, 262144, 262144},
+                                        .embedding_dim = 16})
+                       .ForwardFlopsPerDoc());
+  const double floor_docs_per_s = MatmulFlops(o.threads) / flops_per_doc;
+
+  const fs::path torch_peer = o.peers / "ranker_pytorch.py",
+                 xgb_peer = o.peers / "ranker_xgboost.py";
+  const nlohmann::json pt =
+      RunPeer(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --threads {} --seed {} 2>&1", kPython,
+                          torch_peer.string(), train_csv.string(), valid_csv.string(),
+                          spec.string(), o.epochs, o.threads, o.seed),
+              torch_peer);
+  const nlohmann::json xgb =
+      RunPeer(fmt::format("{} '{}' '{}' '{}' --rounds {} --depth {} --threads {} 2>&1", kPython,
+                          xgb_peer.string(), train_csv.string(), valid_csv.string(), o.xgb_rounds,
+                          o.xgb_depth, o.threads),
+              xgb_peer);
+
+  BenchTable t{
+      "train-ranker",
+      fmt::format("gen shop {} train / {} held-out queries ({} docs), {} epoch(s) = {} "
+                  "steps of 64 lists, {} threads; 48 dense + 6 sparse features, tables "
+                  "4 x 2^18 x 16; XGBoost {} rounds, depth {} ({:.0f} s). Our phases: {}",
+                  o.queries, o.valid_queries, m.rows(), o.epochs, steps, o.threads, o.xgb_rounds,
+                  o.xgb_depth, xgb["seconds"].get<double>(), DescribePhases(ours)),
+      {}};
+  t.rows.push_back({"ranker training", ours.docs_per_s, "PyTorch (SparseAdam)",
+                    pt["docs_per_s"].get<double>(), "docs/s"});
+  t.rows.push_back({"ranker training", ours.docs_per_s, "compute floor (matmul rate)",
+                    floor_docs_per_s, "docs/s"});
+  t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10, "PyTorch (same epochs)",
+                    pt["ndcg10"].get<double>(), ""});
+  t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10, "XGBoost rank:ndcg",
+                    xgb["ndcg10"].get<double>(), ""});
+  for (const auto& p : {train, valid, train_csv, valid_csv, spec, run}) fs::remove_all(p);
+  return t;
+}
+
+}  // namespace topspin::cli
+
+#else
+
+namespace topspin::cli {
+BenchTable RunTrainRankerBench(const TrainRankerBenchOptions&) {
+  throw Error(ErrorKind::kUsage, "bench train-ranker needs the LibTorch build", {},
+              "install libtorch-dev (scripts/install-deps.sh) and rebuild");
+}
+}  // namespace topspin::cli
+
+#endif
