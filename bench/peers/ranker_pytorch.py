@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pipeline_pytorch import ShopQueries, collate  # noqa: E402
+from rank_metrics import ndcg_at  # noqa: E402
 
 
 class Ranker(nn.Module):
@@ -55,16 +56,6 @@ def softmax_loss(scores, labels, offsets):
     per_list = -(t * logp).sum(1) / total.clamp_min(1e-12)
     valid = total > 0
     return per_list[valid].mean() if valid.any() else scores.sum() * 0
-
-
-def ndcg_at(scores, labels, k=10):
-    order = np.argsort(-scores, kind="stable")[:k]
-    gains = np.exp2(labels) - 1
-    disc = 1 / np.log2(np.arange(2, len(order) + 2))
-    dcg = (gains[order] * disc).sum()
-    ideal = np.sort(gains)[::-1][:k]
-    idcg = (ideal * disc[:len(ideal)]).sum()
-    return dcg / idcg if idcg > 0 else 1.0
 
 
 def evaluate(model, dataset):

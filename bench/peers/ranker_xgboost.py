@@ -10,21 +10,16 @@ usage: ranker_xgboost.py TRAIN_CSV VALID_CSV [--rounds 800] [--depth 8] [--threa
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 import numpy as np
 import pandas
 import xgboost
 
-
-def ndcg_at(scores, labels, k=10):
-    order = np.argsort(-scores, kind="stable")[:k]
-    gains = np.exp2(labels) - 1
-    disc = 1 / np.log2(np.arange(2, len(order) + 2))
-    dcg = (gains[order] * disc).sum()
-    ideal = np.sort(gains)[::-1][:k]
-    idcg = (ideal * disc[:len(ideal)]).sum()
-    return dcg / idcg if idcg > 0 else 1.0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rank_metrics import ndcg_at  # noqa: E402
 
 
 def load(path):

@@ -16,6 +16,21 @@ void CheckFloat(const at::Tensor& t, const char* what) {
   }
 }
 
+// Copies checkpointed optimizer state into the live tensors `mine`.
+void CopyState(const std::vector<at::Tensor>& mine, const std::vector<at::Tensor>& given,
+               const char* which) {
+  if (given.size() != mine.size()) {
+    throw DataError(fmt::format("{} optimizer state: {} tensors, expected {}", which, given.size(),
+                                mine.size()));
+  }
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (given[i].sizes() != mine[i].sizes()) {
+      throw DataError(fmt::format("{} optimizer state tensor {}: wrong size", which, i));
+    }
+    at::Tensor(mine[i]).copy_(given[i]);
+  }
+}
+
 }  // namespace
 
 FlatParams::FlatParams(torch::nn::Module& module,
@@ -111,12 +126,7 @@ std::vector<at::Tensor> DenseOptimizer::state() const {
 }
 
 void DenseOptimizer::LoadState(const std::vector<at::Tensor>& state, int64_t steps) {
-  const auto mine = this->state();
-  if (state.size() != mine.size()) throw DataError("dense optimizer state: wrong tensor count");
-  for (size_t i = 0; i < state.size(); ++i) {
-    if (state[i].sizes() != mine[i].sizes()) throw DataError("dense optimizer state: wrong size");
-    at::Tensor(mine[i]).copy_(state[i]);
-  }
+  CopyState(this->state(), state, "dense");
   steps_ = steps;
 }
 
@@ -187,12 +197,7 @@ std::vector<at::Tensor> SparseOptimizer::state() const {
 }
 
 void SparseOptimizer::LoadState(const std::vector<at::Tensor>& state, int64_t steps) {
-  const auto mine = this->state();
-  if (state.size() != mine.size()) throw DataError("sparse optimizer state: wrong tensor count");
-  for (size_t i = 0; i < state.size(); ++i) {
-    if (state[i].sizes() != mine[i].sizes()) throw DataError("sparse optimizer state: wrong size");
-    at::Tensor(mine[i]).copy_(state[i]);
-  }
+  CopyState(this->state(), state, "sparse");
   steps_ = steps;
 }
 

@@ -1,5 +1,7 @@
 #include "topspin/train/ranker_trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -154,7 +156,10 @@ class Trainer {
     if (ckpt) Restore(*ckpt);
     fs::create_directories(options.run_dir);
     sinks_.Add(std::make_unique<JsonlWriter>(options.run_dir / "metrics.jsonl"));
-    sinks_.Add(std::make_unique<TensorBoardWriter>(options.run_dir / "tb"));
+    // One event file per process and start step: a resumed run (even within
+    // the second its predecessor started) never collides with an old file.
+    sinks_.Add(std::make_unique<TensorBoardWriter>(options.run_dir / "tb",
+                                                   fmt::format(".{}.from{}", ::getpid(), step_)));
   }
 
   RankerTrainResult Run() {
