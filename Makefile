@@ -52,6 +52,7 @@ bench: deps-bench build
 	$(BUILD_DIR)/topspin bench convert --json $(BUILD_DIR)/bench-convert.json
 	$(BUILD_DIR)/topspin bench pipeline --json $(BUILD_DIR)/bench-pipeline.json
 	$(BUILD_DIR)/topspin bench order --json $(BUILD_DIR)/bench-order.json
+	$(BUILD_DIR)/topspin bench train-ranker --epochs 3 --json $(BUILD_DIR)/bench-train-ranker.json
 
 $(ASAN_DIR)/build.ninja: | deps
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
