@@ -342,24 +342,7 @@ TEST(CsvImporter, ParallelParseEqualsSerialParse) {
   auto serial = OpenCsvImporter({path}, o, kSerial);
   const Imported want = ImportAll(*serial);
   ASSERT_EQ(want.table.rows(), 2000u);
-  for (const size_t range : {size_t{1}, size_t{7}, size_t{64}, size_t{1000}, size_t{8192}}) {
-    SCOPED_TRACE(range);
-    // Same ranges, one thread or several: the same chunks, byte for byte.
-    auto one = OpenCsvImporter({path}, o, {.threads = 1, .range_bytes = range});
-    auto parallel = OpenCsvImporter({path}, o, {.threads = 4, .range_bytes = range});
-    const Imported by_one = ImportAll(*one);
-    const Imported got = ImportAll(*parallel);
-    ASSERT_EQ(got.chunks.size(), by_one.chunks.size());
-    for (size_t i = 0; i < got.chunks.size(); ++i) {
-      EXPECT_LE(got.chunks[i].rows(), o.chunk_rows);
-      testing::ExpectSameTable(got.chunks[i], by_one.chunks[i]);
-    }
-    // Any ranges: the same rows.
-    testing::ExpectSameTable(got.table, want.table);
-    EXPECT_EQ(got.locations, want.locations);
-    EXPECT_EQ(parallel->skipped().rows, serial->skipped().rows);
-    EXPECT_EQ(parallel->skipped().examples, serial->skipped().examples);
-  }
+  testing::ExpectParallelMatchesSerial(path, o, want, *serial, {1, 7, 64, 1000, 8192}, 4);
 }
 
 TEST(CsvImporter, TheFirstErrorInInputOrderIsReported) {

@@ -90,4 +90,31 @@ inline Imported ImportTextAs(const TempDir& dir, const std::string& file, std::s
   return ImportAll(*importer);
 }
 
+// The check every importer's parallel parse passes: for each range size,
+// one thread and `threads` threads cut the same chunks, byte for byte, each
+// at most options.chunk_rows rows; and any range size yields `want`'s rows,
+// locations and skipped rows (`serial` is the importer that produced
+// `want`).
+inline void ExpectParallelMatchesSerial(const std::filesystem::path& path,
+                                        const ImportOptions& options, const Imported& want,
+                                        const Importer& serial, std::vector<size_t> ranges,
+                                        int threads) {
+  for (const size_t range : ranges) {
+    SCOPED_TRACE(range);
+    auto one = OpenImporter({path}, options, {.threads = 1, .range_bytes = range});
+    auto parallel = OpenImporter({path}, options, {.threads = threads, .range_bytes = range});
+    const Imported by_one = ImportAll(*one);
+    const Imported got = ImportAll(*parallel);
+    ASSERT_EQ(got.chunks.size(), by_one.chunks.size());
+    for (size_t i = 0; i < got.chunks.size(); ++i) {
+      EXPECT_LE(got.chunks[i].rows(), options.chunk_rows);
+      ExpectSameTable(got.chunks[i], by_one.chunks[i]);
+    }
+    ExpectSameTable(got.table, want.table);
+    EXPECT_EQ(got.locations, want.locations);
+    EXPECT_EQ(parallel->skipped().rows, serial.skipped().rows);
+    EXPECT_EQ(parallel->skipped().examples, serial.skipped().examples);
+  }
+}
+
 }  // namespace topspin::testing

@@ -143,21 +143,7 @@ TEST(JsonlImporter, ParallelParseEqualsSerialParse) {
   const Imported want = ImportAll(*serial);
   ASSERT_EQ(want.table.rows(), 1500u);
   EXPECT_EQ(want.table.columns[1].StringAt(3), "line \n 3");
-  for (const size_t range : {size_t{1}, size_t{50}, size_t{4096}}) {
-    // Same ranges, one thread or several: the same chunks, byte for byte.
-    auto one = OpenJsonlImporter({path}, o, {.threads = 1, .range_bytes = range});
-    auto parallel = OpenJsonlImporter({path}, o, {.threads = 3, .range_bytes = range});
-    const Imported by_one = ImportAll(*one);
-    const Imported got = ImportAll(*parallel);
-    ASSERT_EQ(got.chunks.size(), by_one.chunks.size());
-    for (size_t i = 0; i < got.chunks.size(); ++i) {
-      EXPECT_LE(got.chunks[i].rows(), o.chunk_rows);
-      testing::ExpectSameTable(got.chunks[i], by_one.chunks[i]);
-    }
-    // Any ranges: the same rows.
-    testing::ExpectSameTable(got.table, want.table);
-    EXPECT_EQ(got.locations, want.locations);
-  }
+  testing::ExpectParallelMatchesSerial(path, o, want, *serial, {1, 50, 4096}, 3);
 }
 
 }  // namespace

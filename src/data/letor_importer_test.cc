@@ -119,21 +119,7 @@ TEST(LetorImporter, ParallelParseEqualsSerialParse) {
   const Imported want = ImportAll(*serial);
   ASSERT_EQ(want.table.rows(), 3000u);
   ASSERT_EQ(want.table.columns.size(), 14u);
-  for (const size_t range : {size_t{3}, size_t{333}, size_t{10000}}) {
-    // Same ranges, one thread or several: the same chunks, byte for byte.
-    auto one = OpenLetorImporter({path}, o, {.threads = 1, .range_bytes = range});
-    auto parallel = OpenLetorImporter({path}, o, {.threads = 4, .range_bytes = range});
-    const Imported by_one = ImportAll(*one);
-    const Imported got = ImportAll(*parallel);
-    ASSERT_EQ(got.chunks.size(), by_one.chunks.size());
-    for (size_t i = 0; i < got.chunks.size(); ++i) {
-      EXPECT_LE(got.chunks[i].rows(), o.chunk_rows);
-      testing::ExpectSameTable(got.chunks[i], by_one.chunks[i]);
-    }
-    // Any ranges: the same rows.
-    testing::ExpectSameTable(got.table, want.table);
-    EXPECT_EQ(got.locations, want.locations);
-  }
+  testing::ExpectParallelMatchesSerial(path, o, want, *serial, {3, 333, 10000}, 4);
 }
 
 }  // namespace
