@@ -16,21 +16,6 @@ void CheckFloat(const at::Tensor& t, const char* what) {
   }
 }
 
-// Copies checkpointed optimizer state into the live tensors `mine`.
-void CopyState(const std::vector<at::Tensor>& mine, const std::vector<at::Tensor>& given,
-               const char* which) {
-  if (given.size() != mine.size()) {
-    throw DataError(fmt::format("{} optimizer state: {} tensors, expected {}", which, given.size(),
-                                mine.size()));
-  }
-  for (size_t i = 0; i < given.size(); ++i) {
-    if (given[i].sizes() != mine[i].sizes()) {
-      throw DataError(fmt::format("{} optimizer state tensor {}: wrong size", which, i));
-    }
-    at::Tensor(mine[i]).copy_(given[i]);
-  }
-}
-
 }  // namespace
 
 FlatParams::FlatParams(torch::nn::Module& module,
@@ -125,11 +110,6 @@ std::vector<at::Tensor> DenseOptimizer::state() const {
                                        : std::vector<at::Tensor>{m_};
 }
 
-void DenseOptimizer::LoadState(const std::vector<at::Tensor>& state, int64_t steps) {
-  CopyState(this->state(), state, "dense");
-  steps_ = steps;
-}
-
 // ---- sparse -------------------------------------------------------------------
 
 SparseOptimizer::SparseOptimizer(const at::Tensor& table, const Options& options)
@@ -194,11 +174,6 @@ void SparseOptimizer::Step(at::Tensor& table, const at::Tensor& ids, const at::T
 std::vector<at::Tensor> SparseOptimizer::state() const {
   return options_.kind == Kind::kRowWiseAdagrad ? std::vector<at::Tensor>{acc_}
                                                 : std::vector<at::Tensor>{m_, v_};
-}
-
-void SparseOptimizer::LoadState(const std::vector<at::Tensor>& state, int64_t steps) {
-  CopyState(this->state(), state, "sparse");
-  steps_ = steps;
 }
 
 }  // namespace topspin

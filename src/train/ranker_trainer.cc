@@ -409,8 +409,10 @@ class Trainer {
       std::memcpy(t.data_ptr(), v->bytes.data(), v->bytes.size());
     }
     step_ = meta.at("step").get<int64_t>();
-    dense_opt_->LoadState(dense_opt_->state(), meta.at("dense_steps").get<int64_t>());
-    for (auto& s : sparse_opts_) s.LoadState(s.state(), meta.at("dense_steps").get<int64_t>());
+    // StateTensors() are the live tensors: the copies above restored them.
+    const auto optimizer_steps = meta.at("dense_steps").get<int64_t>();
+    dense_opt_->set_steps(optimizer_steps);
+    for (auto& s : sparse_opts_) s.set_steps(optimizer_steps);
     result_.skipped_steps = meta.at("skipped_steps").get<int64_t>();
     bad_in_a_row_ = meta.at("bad_in_a_row").get<int64_t>();
     result_.resumed_from = step_;

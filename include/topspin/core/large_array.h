@@ -1,12 +1,13 @@
 // LargeArray<T>: an owned, uninitialised array for big, long-lived data
-// (transformed row groups, token streams).
+// (transformed row groups): no zero-fill, unlike std::vector's resize.
 //
 // Arrays of 2 MiB or more are 2 MiB-aligned and advised as transparent huge
-// pages (madvise MADV_HUGEPAGE), so first touch costs one page fault per
-// 2 MiB instead of one per 4 KiB: on virtual machines, where a fault costs
-// microseconds, that is the difference between filling memory at memcpy
-// speed and at a tenth of it. Smaller arrays are 64-byte aligned. T must be
-// trivially copyable; elements start uninitialised. Move-only.
+// pages (madvise MADV_HUGEPAGE), so that where the kernel grants them first
+// touch costs one page fault per 2 MiB instead of one per 4 KiB. On this
+// project's VMs (THP "madvise") that did not measurably help
+// (docs/BENCHMARKS.md, "pipeline"); the advice is harmless elsewhere.
+// Smaller arrays are 64-byte aligned. T must be trivially copyable;
+// elements start uninitialised. Move-only.
 #pragma once
 
 #include <cstddef>

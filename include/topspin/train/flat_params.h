@@ -76,9 +76,10 @@ class DenseOptimizer {
   // One step at learning rate lr: updates params from grads in place.
   void Step(at::Tensor& params, const at::Tensor& grads, double lr);
   int64_t steps() const { return steps_; }
-  // State for checkpoints: {m, v} (adamw) or {buf} (sgd), and the step count.
+  // The live state tensors, for checkpoints: {m, v} (adamw) or {buf} (sgd).
+  // A checkpoint load copies into them, then sets the step count.
   std::vector<at::Tensor> state() const;
-  void LoadState(const std::vector<at::Tensor>& state, int64_t steps);
+  void set_steps(int64_t steps) { steps_ = steps; }
 
  private:
   Options options_;
@@ -101,8 +102,9 @@ class SparseOptimizer {
   SparseOptimizer(const at::Tensor& table, const Options& options);
 
   void Step(at::Tensor& table, const at::Tensor& ids, const at::Tensor& grads, double lr);
+  // The live state tensors ({acc} or {m, v}); see DenseOptimizer::state().
   std::vector<at::Tensor> state() const;
-  void LoadState(const std::vector<at::Tensor>& state, int64_t steps);
+  void set_steps(int64_t steps) { steps_ = steps; }
 
  private:
   Options options_;
