@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo gen convert inspect tokenizer pipeline train bench; do
+for sub in version config demo gen convert inspect tokenizer pipeline train eval bench; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -107,6 +107,11 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
     failures=$((failures + 1))
   fi
   expect 2 "needs --run-dir" -- "$bin" "${train_args[@]}" --resume auto
+  # eval: the run's config and newest checkpoint, scored on a dataset.
+  expect 0 "ndcg@10 +0\.[0-9]{4}" -- "$bin" eval "$tmp/straight" --data "$tmp/ds" --json "$tmp/e.json"
+  grep -q '"ndcg@10"' "$tmp/e.json" && echo "ok: eval json" || { echo "FAIL: eval json"; failures=$((failures + 1)); }
+  expect 0 "step 39" -- "$bin" eval "$tmp/straight/checkpoints/step-39" --data "$tmp/ds"
+  expect 2 "config.yaml" -- "$bin" eval "$tmp"
 fi
 shard=$(ls "$tmp"/ds/*.tshard | head -1)
 printf '\xff\xff\xff\xff' | dd of="$shard" bs=1 seek=100 conv=notrunc status=none

@@ -74,19 +74,20 @@ BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& o) {
   WriteFileAtomic(spec, ShopPeerSpecJson(o.seed));
 
   // Ours: the peer's settings (AdamW 3e-3 without decay, lazy Adam = SparseAdam
-  // at the same rate, softmax loss, batches of 64 lists, clip 1).
-  const uint64_t steps = static_cast<uint64_t>(o.epochs) * (m.group_stats.groups / 64);
+  // at the same rate, softmax loss, batches of o.batch lists, clip 1).
+  const uint64_t steps =
+      static_cast<uint64_t>(o.epochs) * (m.group_stats.groups / static_cast<uint64_t>(o.batch));
   const std::string yaml = fmt::format(
       R"yaml(
 run: {{seed: {}}}
 data: {{train: "{}", valid: "{}"}}
-pipeline: {{threads: {}, batch_size: 64, shuffle: global, dense: {}, sparse: {}}}
+pipeline: {{threads: {}, batch_size: {}, shuffle: global, dense: {}, sparse: {}}}
 model: {{embedding_dim: 16, bottom: "64", top: "128,64", loss: softmax}}
 optim: {{lr: 0.003, weight_decay: 0.0, schedule: constant, warmup_steps: 0, sparse: lazy_adam,
          sparse_lr: 0.003, clip_norm: 1.0}}
 train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_threads: 1}}
 )yaml",
-      o.seed, train.string(), valid.string(), o.threads, YamlList(ShopDenseChains()),
+      o.seed, train.string(), valid.string(), o.threads, o.batch, YamlList(ShopDenseChains()),
       YamlList(ShopSparseChains()), steps);
   const Config config = Config::Parse(yaml, "<bench train-ranker>", {}, TopspinSchema());
   const RankerTrainResult ours = TrainRanker(config, {.run_dir = run});
@@ -100,9 +101,9 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   const fs::path torch_peer = o.peers / "ranker_pytorch.py",
                  xgb_peer = o.peers / "ranker_xgboost.py";
   const nlohmann::json pt =
-      RunPeer(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --threads {} --seed {} 2>&1", kPython,
-                          torch_peer.string(), train_csv.string(), valid_csv.string(),
-                          spec.string(), o.epochs, o.threads, o.seed),
+      RunPeer(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --batch {} --threads {} --seed {} 2>&1",
+                          kPython, torch_peer.string(), train_csv.string(), valid_csv.string(),
+                          spec.string(), o.epochs, o.batch, o.threads, o.seed),
               torch_peer);
   const nlohmann::json xgb =
       RunPeer(fmt::format("{} '{}' '{}' '{}' --rounds {} --depth {} --threads {} 2>&1", kPython,
@@ -113,9 +114,10 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   BenchTable t{
       "train-ranker",
       fmt::format("gen shop {} train / {} held-out queries ({} docs), {} epoch(s) = {} "
-                  "steps of 64 lists, {} threads; 48 dense + 6 sparse features, tables "
+                  "steps of {} lists, {} threads; 48 dense + 6 sparse features, tables "
                   "4 x 2^18 x 16; XGBoost {} rounds, depth {} ({:.0f} s). Our phases: {}",
-                  o.queries, o.valid_queries, m.rows(), o.epochs, steps, o.threads, o.xgb_rounds,
+                  o.queries, o.valid_queries, m.rows(), o.epochs, steps, o.batch, o.threads,
+                  o.xgb_rounds,
                   o.xgb_depth, xgb["seconds"].get<double>(), DescribePhases(ours)),
       {}};
   t.rows.push_back({"ranker training", ours.docs_per_s, "PyTorch (SparseAdam)",

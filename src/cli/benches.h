@@ -56,6 +56,7 @@ struct TrainRankerBenchOptions {
   uint64_t queries = 20000;
   uint64_t valid_queries = 4000;
   int epochs = 1;
+  int batch = 32;  // lists per step, for us and the PyTorch peer
   int threads = 2;
   int xgb_rounds = 800;
   int xgb_depth = 8;

@@ -112,6 +112,9 @@ void RegisterBench(CLI::App& app) {
   ranker_cmd->add_option("--epochs", ranker.epochs, "epochs for us and the PyTorch peer")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  ranker_cmd->add_option("--batch", ranker.batch, "lists per step, for us and the PyTorch peer")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   ranker_cmd->add_option("--threads", ranker.threads, "threads for everyone")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

@@ -1,9 +1,23 @@
-// topspin train CONFIG [--set k=v]... [--run-dir DIR] [--resume auto|PATH]:
+// topspin train CONFIG [--set k=v]... [--run-dir DIR] [--resume auto|PATH]
+// [--nproc N] [--nnodes M --node-rank K --master-addr HOST --master-port P]:
 // trains the search ranker (topspin/train/ranker_trainer.h). Without
 // --run-dir a new numbered run directory <run.dir>/<run.name>-NNN is made
 // (with the resolved config); --resume auto continues the newest complete
 // checkpoint of --run-dir.
+//
+// Distributed (docs/DISTRIBUTED.md): with --nproc N (or --nnodes M) this
+// process becomes the launcher: it spawns the local ranks
+// (topspin/dist/spawn.h) running the same command, supervises them and
+// exits non-zero naming the first rank that failed. A process started by
+// torchrun, srun, mpirun or SageMaker is a rank already
+// (topspin/dist/launch_env.h) and needs --run-dir shared by all ranks.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <csignal>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -13,6 +27,9 @@
 #include "topspin/core/files.h"
 #include "topspin/core/log.h"
 #include "topspin/core/run_dir.h"
+#include "topspin/core/strings.h"
+#include "topspin/dist/launch_env.h"
+#include "topspin/dist/spawn.h"
 
 #ifdef TOPSPIN_HAVE_TORCH
 #include "topspin/train/ranker_trainer.h"
@@ -26,28 +43,152 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   std::string run_dir;
   std::string resume;
+  int nproc = 0;  // 0: dist.nproc
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = kDefaultMasterAddr;
+  int master_port = kDefaultMasterPort;
 };
+
+namespace fs = std::filesystem;
+
+std::atomic<bool> g_stop{false};
+
+// SIGINT/SIGTERM ask the run to checkpoint and stop; a second one kills.
+void OnStopSignal(int sig) {
+  g_stop.store(true);
+  std::signal(sig, SIG_DFL);
+}
+
+// This process's command line (argv), from /proc/self/cmdline.
+std::vector<std::string> OwnCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  for (std::string arg; std::getline(in, arg, '\0');) argv.push_back(arg);
+  return argv;
+}
+
+// The ranks' command: ours without the launch options, with --run-dir.
+std::vector<std::string> RankCommandLine(const fs::path& run_dir) {
+  std::vector<std::string> in = OwnCommandLine(), out = {"/proc/self/exe"};
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) out[0] = std::string(exe, static_cast<size_t>(n));
+  const std::vector<std::string> launch = {"--nproc", "--nnodes", "--node-rank", "--master-addr",
+                                           "--master-port", "--run-dir"};
+  for (size_t i = 1; i < in.size(); ++i) {
+    const std::string& a = in[i];
+    const auto eq = a.find('=');
+    const std::string flag = a.substr(0, eq);
+    if (std::find(launch.begin(), launch.end(), flag) != launch.end()) {
+      if (eq == std::string::npos) ++i;  // skip its value too
+      continue;
+    }
+    out.push_back(a);
+  }
+  out.push_back("--run-dir");
+  out.push_back(run_dir.string());
+  return out;
+}
+
+fs::path PrepareRunDir(const TrainArgs& args, const Config& config) {
+  if (args.run_dir.empty()) {
+    const RunConfig run = RunConfig::From(config);
+    return CreateRunDirectory(run.dir, run.name, config);
+  }
+  const fs::path dir = args.run_dir;
+  fs::create_directories(dir);
+  WriteFileAtomic(dir / "config.yaml", config.ToYaml());
+  return dir;
+}
+
+// The launcher: spawns this node's ranks and supervises them.
+void Launch(const TrainArgs& args, const Config& config, int nproc) {
+  const fs::path dir = PrepareRunDir(args, config);
+  fmt::print("run directory {}\n", dir.string());
+  std::fflush(stdout);
+  SpawnOptions o;
+  o.argv = RankCommandLine(dir);
+  o.nproc = nproc;
+  o.node_rank = args.node_rank;
+  o.nnodes = args.nnodes;
+  o.master_addr = args.master_addr;
+  o.master_port = args.master_port;
+  o.grace_s = std::min(60.0, config.GetFloat("dist.timeout_s"));
+  fs::path store;
+  if (args.nnodes == 1) {
+    // One host: rendezvous through a fresh file in a private directory.
+    const fs::path rdv = dir / ".rendezvous";
+    fs::create_directories(rdv);
+    fs::permissions(rdv, fs::perms::owner_all, fs::perm_options::replace);
+    store = rdv / fmt::format("store-{}", ::getpid());
+    fs::remove(store);
+    o.extra_env.emplace_back("TOPSPIN_RENDEZVOUS_FILE", store.string());
+  }
+  const SpawnResult r = SpawnAndSupervise(o);
+  if (!store.empty()) fs::remove(store);
+  if (r.exit_code != 0) {
+    throw Error(ErrorKind::kDist, fmt::format("the job failed: {}", r.cause), {.field = "--nproc"},
+                "the first failing rank's own error is printed above it");
+  }
+}
+
+RendezvousOptions RendezvousFor(const Config& config) {
+  RendezvousOptions o;
+  o.timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(config.GetFloat("dist.timeout_s") * 1000.0));
+  if (const char* f = std::getenv("TOPSPIN_RENDEZVOUS_FILE"); f != nullptr && *f) o.file_store = f;
+  if (const char* t = std::getenv("TOPSPIN_JOB_TOKEN"); t != nullptr && *t) {
+    o.token = t;
+  } else if (const std::string& file = config.GetString("dist.token_file"); !file.empty()) {
+    o.token = std::string(Trim(ReadFile(file)));
+  }
+  return o;
+}
 
 void RunTrain(const TrainArgs& args) {
 #ifdef TOPSPIN_HAVE_TORCH
   const Config config = Config::Load(args.path, args.overrides, TopspinSchema());
   SetLogLevel(config.GetString("run.log_level"));
+  const LaunchEnv env = DetectLaunchEnv();
   if (!args.resume.empty() && args.run_dir.empty() && args.resume == "auto") {
     throw Error(ErrorKind::kUsage,
                 "--resume auto needs --run-dir: the run whose checkpoints to continue",
                 {.field = "--resume"}, "pass the run directory printed when the run started");
   }
-  std::filesystem::path dir = args.run_dir;
-  if (dir.empty()) {
-    const RunConfig run = RunConfig::From(config);
-    dir = CreateRunDirectory(run.dir, run.name, config);
-  } else {
-    std::filesystem::create_directories(dir);
-    WriteFileAtomic(dir / "config.yaml", config.ToYaml());
+  if (args.nnodes > 1 && args.run_dir.empty()) {
+    throw Error(ErrorKind::kUsage, "a job over several hosts needs --run-dir", {.field = "--run-dir"},
+                "pass the same --run-dir (on a shared filesystem) on every host");
   }
-  fmt::print("run directory {}\n", dir.string());
+  const bool is_rank = std::getenv("TOPSPIN_SPAWNED") != nullptr || env.launcher != Launcher::kLocal;
+  const int nproc = args.nproc > 0 ? args.nproc : static_cast<int>(config.GetInt("dist.nproc"));
+  if (!is_rank && (nproc > 1 || args.nnodes > 1)) return Launch(args, config, nproc);
+  if (env.world_size > 1 && args.run_dir.empty()) {
+    throw Error(ErrorKind::kUsage,
+                fmt::format("rank {} of a {} job has no --run-dir", env.rank, env.name),
+                {.field = "--run-dir"},
+                "pass --run-dir DIR (a path every rank can reach) to every rank");
+  }
+  if (env.world_size > 1) {
+    std::string world = Describe(env);
+    if (std::getenv("TOPSPIN_SPAWNED") != nullptr) world.replace(0, env.name.size(), "topspin");
+    fmt::print("rank {}: {} (gloo, {})\n", env.rank, world,
+               std::getenv("TOPSPIN_RENDEZVOUS_FILE") ? "file store" : "tcp store");
+    std::fflush(stdout);
+  }
+  const fs::path dir = env.rank == 0 ? PrepareRunDir(args, config) : fs::path(args.run_dir);
+  if (!is_rank) fmt::print("run directory {}\n", dir.string());
   std::fflush(stdout);
-  const RankerTrainResult r = TrainRanker(config, {.run_dir = dir, .resume = args.resume});
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  const RankerTrainResult r = TrainRanker(
+      config, {.run_dir = dir,
+               .resume = args.resume,
+               .stop_requested = [] { return g_stop.load(); },
+               .launch = env,
+               .rendezvous = RendezvousFor(config)});
+  if (env.rank != 0) return;  // rank 0 reports for the job
+  if (r.stopped) fmt::print("stopped       at step {} by a signal, after a checkpoint\n", r.step);
   fmt::print(
       "trained       {} steps{}, {:.0f} docs/s, last loss {:.4f}{}\n", r.step,
       r.resumed_from >= 0 ? fmt::format(" (resumed at {})", r.resumed_from) : "", r.docs_per_s,
@@ -76,6 +217,17 @@ void RegisterTrain(CLI::App& app) {
                   "<run.dir>/<run.name>-NNN)");
   cmd->add_option("--resume", args.resume,
                   "auto: continue the newest complete checkpoint of --run-dir; or a step-N dir");
+  cmd->add_option("--nproc", args.nproc, "ranks on this host (default dist.nproc)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--nnodes", args.nnodes, "hosts in the job (run this command on each)")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--node-rank", args.node_rank, "this host's index, 0 .. nnodes-1")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--master-addr", args.master_addr, "host of rank 0 (several hosts)")
+      ->capture_default_str();
+  cmd->add_option("--master-port", args.master_port, "rendezvous port on --master-addr")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
   cmd->callback([] { RunTrain(args); });
 }
 

@@ -16,6 +16,7 @@ void RegisterInspect(CLI::App& app);
 void RegisterTokenizer(CLI::App& app);
 void RegisterPipeline(CLI::App& app);
 void RegisterTrain(CLI::App& app);
+void RegisterEval(CLI::App& app);
 void RegisterBench(CLI::App& app);
 
 }  // namespace topspin::cli

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   cli::RegisterTokenizer(app);
   cli::RegisterPipeline(app);
   cli::RegisterTrain(app);
+  cli::RegisterEval(app);
   cli::RegisterBench(app);
 
   try {

@@ -260,6 +260,12 @@ Schema BuildSchema() {
             .min = 0,
             .max = kMaxInt,
             .doc = "validation batches per evaluation (0: the whole of data.valid)"})
+      .Add({.key = "train.precision",
+            .type = VT::kString,
+            .default_value = std::string("fp32"),
+            .choices = {"fp32", "bf16"},
+            .doc = "forward matmuls in bf16 under autocast (fp32 master weights, losses and "
+                   "optimizer); docs/TRAINING.md says when it pays"})
       .Add({.key = "train.torch_threads",
             .type = VT::kInt,
             .default_value = int64_t{0},
@@ -280,6 +286,32 @@ Schema BuildSchema() {
             .min = 1,
             .max = 4096,
             .doc = "processes on this host for a local launch (--nproc wins)",
+            .hashed = false})
+      .Add({.key = "dist.timeout_s",
+            .type = VT::kFloat,
+            .default_value = 300.0,
+            .min = 1.0,
+            .max = 86400.0,
+            .doc = "seconds any rendezvous or collective waits before the job fails (a rank died "
+                   "or stalled)",
+            .hashed = false})
+      .Add({.key = "dist.bucket_mib",
+            .type = VT::kInt,
+            .default_value = int64_t{25},
+            .min = 1,
+            .max = 4096,
+            .doc = "gradient bucket size: each bucket's all-reduce starts as soon as backward "
+                   "has filled it",
+            .hashed = false})
+      .Add({.key = "dist.overlap",
+            .type = VT::kBool,
+            .default_value = true,
+            .doc = "overlap bucket all-reduces with backward (false: all after backward)",
+            .hashed = false})
+      .Add({.key = "dist.token_file",
+            .type = VT::kString,
+            .default_value = std::string(""),
+            .doc = "file holding the job token for multi-host jobs (TOPSPIN_JOB_TOKEN wins)",
             .hashed = false});
   return s;
 }

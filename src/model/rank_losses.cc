@@ -53,12 +53,10 @@ Tensor IdealDcg(const Padded& p) {
   return (sorted * Discounts(ranks).to(sorted.dtype())).sum(1);
 }
 
-// Mean over the lists in `valid` of `per_list`; 0 (with a zero gradient)
-// when no list is valid.
-Tensor MeanOver(const Tensor& per_list, const Tensor& valid, const Tensor& scores) {
-  const Tensor count = valid.sum();
-  if (count.item<int64_t>() == 0) return (scores * 0).sum();
-  return torch::where(valid, per_list, torch::zeros_like(per_list)).sum() / count;
+// The sum over the lists in `valid` of `per_list`, and how many there are.
+RankLossTerms SumOver(const Tensor& per_list, const Tensor& valid) {
+  return {torch::where(valid, per_list, torch::zeros_like(per_list)).sum(),
+          valid.sum().item<int64_t>()};
 }
 
 // Pairs (i, j) of the same list with y_i > y_j, and s_i - s_j: [B, L, L].
@@ -68,14 +66,14 @@ std::pair<Tensor, Tensor> Pairs(const Padded& p) {
   return {pair, p.s.unsqueeze(2) - p.s.unsqueeze(1)};
 }
 
-Tensor RankNet(const Padded& p, const Tensor& scores) {
+RankLossTerms RankNet(const Padded& p) {
   const auto [pair, diff] = Pairs(p);
   const Tensor loss = torch::softplus(-diff) * pair;
   const Tensor count = pair.sum({1, 2});
-  return MeanOver(loss.sum({1, 2}) / count.clamp_min(1), count > 0, scores);
+  return SumOver(loss.sum({1, 2}) / count.clamp_min(1), count > 0);
 }
 
-Tensor LambdaRank(const Padded& p, const Tensor& scores) {
+RankLossTerms LambdaRank(const Padded& p) {
   const auto [pair, diff] = Pairs(p);
   Tensor weight;
   {
@@ -88,21 +86,20 @@ Tensor LambdaRank(const Padded& p, const Tensor& scores) {
     const Tensor idcg = IdealDcg(p).clamp_min(1e-12).unsqueeze(1).unsqueeze(2);
     weight = ((g.unsqueeze(2) - g.unsqueeze(1)) * (d.unsqueeze(2) - d.unsqueeze(1))).abs() / idcg;
   }
-  const Tensor loss = (torch::softplus(-diff) * weight * pair).sum();
-  return loss / p.s.size(0);
+  return {(torch::softplus(-diff) * weight * pair).sum(), p.s.size(0)};
 }
 
-Tensor Softmax(const Padded& p, const Tensor& scores) {
+RankLossTerms Softmax(const Padded& p) {
   const Tensor t = Gains(p);
   const Tensor logp =
       torch::log_softmax(p.s.masked_fill(~p.mask, -std::numeric_limits<double>::infinity()), 1)
           .masked_fill(~p.mask, 0);
   const Tensor total = t.sum(1);
   const Tensor per_list = -(t * logp).sum(1) / total.clamp_min(1e-12);
-  return MeanOver(per_list, total > 0, scores);
+  return SumOver(per_list, total > 0);
 }
 
-Tensor ApproxNdcg(const Padded& p, const Tensor& scores, double temperature) {
+RankLossTerms ApproxNdcg(const Padded& p, double temperature) {
   const int64_t l = p.s.size(1);
   const Tensor others =
       p.mask.unsqueeze(1) & ~torch::eye(l, torch::kDouble).to(torch::kBool).unsqueeze(0);
@@ -111,7 +108,7 @@ Tensor ApproxNdcg(const Padded& p, const Tensor& scores, double temperature) {
   const Tensor rank = 1 + (sig * others).sum(2);
   const Tensor dcg = (Gains(p) / torch::log2(1 + rank)).sum(1);
   const Tensor idcg = IdealDcg(p);
-  return MeanOver(1 - dcg / idcg.clamp_min(1e-12), idcg > 0, scores);
+  return SumOver(1 - dcg / idcg.clamp_min(1e-12), idcg > 0);
 }
 
 void CheckShapes(const Tensor& scores, const Tensor& labels, const Tensor& offsets) {
@@ -142,25 +139,34 @@ RankLoss ParseRankLoss(std::string_view name) {
                     ErrorWhere{.field = "model.loss"}, "choose one of " + choices);
 }
 
-at::Tensor RankingLoss(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
-                       const at::Tensor& offsets, const RankLossOptions& options) {
+RankLossTerms RankingLossTerms(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
+                               const at::Tensor& offsets, const RankLossOptions& options) {
   CheckShapes(scores, labels, offsets);
-  if (offsets.size(0) == 1 || scores.size(0) == 0) return (scores * 0).sum();
+  if (offsets.size(0) == 1 || scores.size(0) == 0) return {(scores * 0).sum(), 0};
   switch (loss) {
-    case RankLoss::kMse: return (scores - labels.to(scores.dtype())).pow(2).mean();
+    case RankLoss::kMse: return {(scores - labels.to(scores.dtype())).pow(2).sum(), scores.size(0)};
     case RankLoss::kBce:
-      return torch::binary_cross_entropy_with_logits(
-          scores, (labels.to(scores.dtype()) / options.label_max).clamp(0, 1));
+      return {torch::binary_cross_entropy_with_logits(
+                  scores, (labels.to(scores.dtype()) / options.label_max).clamp(0, 1),
+                  /*weight=*/{}, /*pos_weight=*/{}, at::Reduction::Sum),
+              scores.size(0)};
     default: break;
   }
   const Padded p = Pad(scores, labels, offsets);
   switch (loss) {
-    case RankLoss::kRankNet: return RankNet(p, scores);
-    case RankLoss::kLambdaRank: return LambdaRank(p, scores);
-    case RankLoss::kSoftmax: return Softmax(p, scores);
-    case RankLoss::kApproxNdcg: return ApproxNdcg(p, scores, options.temperature);
+    case RankLoss::kRankNet: return RankNet(p);
+    case RankLoss::kLambdaRank: return LambdaRank(p);
+    case RankLoss::kSoftmax: return Softmax(p);
+    case RankLoss::kApproxNdcg: return ApproxNdcg(p, options.temperature);
     default: throw InternalError("unhandled ranking loss");
   }
+}
+
+at::Tensor RankingLoss(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
+                       const at::Tensor& offsets, const RankLossOptions& options) {
+  const RankLossTerms t = RankingLossTerms(loss, scores, labels, offsets, options);
+  if (t.count == 0) return (scores * 0).sum();  // a zero gradient, not NaN
+  return t.sum / static_cast<double>(t.count);
 }
 
 }  // namespace topspin

@@ -24,7 +24,8 @@ PipelineOptions PipelineOptionsFromConfig(const Config& config, int rank, int wo
   return o;
 }
 
-RankingSpec RankingSpecFromConfig(const Config& config, const std::string& dataset_key) {
+RankingSpec RankingSpecFromConfig(const Config& config, const std::string& dataset_key,
+                                  std::shared_ptr<const Manifest> statistics) {
   const PipelineConfig p = PipelineConfig::From(config);
   const std::string& dir = config.GetString(dataset_key);
   if (dir.empty()) {
@@ -36,7 +37,8 @@ RankingSpec RankingSpecFromConfig(const Config& config, const std::string& datas
                       ErrorWhere{.field = "pipeline.dense"},
                       "list feature chains such as \"price: log1p | standardize\"");
   }
-  return RankingSpec{.dataset = dir, .dense = p.dense, .sparse = p.sparse};
+  return RankingSpec{
+      .dataset = dir, .dense = p.dense, .sparse = p.sparse, .statistics = std::move(statistics)};
 }
 
 }  // namespace topspin

@@ -169,6 +169,31 @@ TEST(Pipeline, ResumesFromStateWithTheBatchesThatWouldHaveFollowed) {
   EXPECT_THROW(Pipeline(ShopSpec(), Options(1), wrong), Error);
 }
 
+TEST(Pipeline, StatisticsFromAnotherManifestFixTheConstants) {
+  // Evaluation data is transformed with the training data's statistics:
+  // shifting the statistics' mean shifts every standardized value.
+  const Manifest own = Manifest::Load(ShopDir());
+  auto shifted = std::make_shared<Manifest>(own);
+  ColumnStats& price = shifted->stats.at("price");
+  price.mean += 2 * price.std;
+  const RankingSpec base{.dataset = ShopDir(), .dense = {"price: impute(0) | standardize"}};
+  RankingSpec other = base;
+  other.statistics = shifted;
+  PipelineOptions o = Options(2);
+  o.shuffle = ShuffleMode::kNone;
+  Pipeline a(base, o), b(other, o);
+  const BatchPtr x = a.Next(), y = b.Next();
+  ASSERT_EQ(x->dense().size(), y->dense().size());
+  for (size_t i = 0; i < x->dense().size(); ++i) {
+    EXPECT_NEAR(y->dense()[i], x->dense()[i] - 2.0f, 1e-4) << i;
+  }
+  // Statistics of another schema are refused.
+  auto narrow = std::make_shared<Manifest>(own);
+  narrow->schema.pop_back();
+  other.statistics = narrow;
+  EXPECT_THROW(Pipeline(other, o), Error);
+}
+
 TEST(Pipeline, TransformedValuesMatchTheRawRows) {
   // Raw rows by qid, straight from the dataset.
   DatasetReader reader(ShopDir());

@@ -80,9 +80,18 @@ class RankingSource final : public Source {
                                           fmt::format("pipeline.sparse[{}]", i)));
     }
     label_chain_ = ParseFeatureChain(label_ + ": impute(0)", FeatureKind::kDense, "label");
-    ResolveFeatureChain(label_chain_, m, options.seed);
+    const Manifest& stats = spec.statistics ? *spec.statistics : m;
+    if (stats.schema != m.schema) {
+      throw ConfigError(
+          fmt::format("dataset {} has a different schema from the dataset whose statistics fix "
+                      "its transforms (the training data)",
+                      dir),
+          ErrorWhere{.file = dir},
+          "evaluate on data converted with the same columns and types as the training data");
+    }
+    ResolveFeatureChain(label_chain_, stats, options.seed);
     for (auto& chain : chains_) {
-      ResolveFeatureChain(chain, m, options.seed);
+      ResolveFeatureChain(chain, stats, options.seed);
       auto& names = chain.kind == FeatureKind::kDense ? dense_names_ : sparse_names_;
       for (const auto& n : chain.OutputNames()) names.push_back(n);
       if (chain.kind == FeatureKind::kSparse) cardinalities_.push_back(chain.cardinality);

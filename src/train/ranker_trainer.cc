@@ -3,21 +3,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <memory>
 #include <optional>
 
+#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "topspin/core/allocator_policy.h"
 #include "topspin/core/error.h"
+#include "topspin/core/files.h"
 #include "topspin/core/log.h"
 #include "topspin/core/progress.h"
 #include "topspin/core/strings.h"
 #include "topspin/data/checkpoint_store.h"
 #include "topspin/data/safetensors.h"
+#include "topspin/ddp/comm.h"
+#include "topspin/ddp/grad_sync.h"
 #include "topspin/model/rank_losses.h"
 #include "topspin/model/rank_metrics.h"
 #include "topspin/model/ranker.h"
@@ -84,14 +89,9 @@ BatchTensors Wrap(Batch& b) {
 }
 
 // Sums the row gradients of several micro-batches per unique id.
-std::pair<torch::Tensor, torch::Tensor> Coalesce(const std::vector<torch::Tensor>& ids,
-                                                 const std::vector<torch::Tensor>& grads) {
+RowGrads Coalesce(const std::vector<torch::Tensor>& ids, const std::vector<torch::Tensor>& grads) {
   if (ids.size() == 1) return {ids[0], grads[0]};
-  const auto all_ids = torch::cat(ids), all_grads = torch::cat(grads);
-  const auto [unique, inverse, counts] = at::_unique2(all_ids, true, true, false);
-  auto summed = torch::zeros({unique.size(0), all_grads.size(1)}, all_grads.options());
-  summed.index_add_(0, inverse, all_grads);
-  return {unique, summed};
+  return CoalesceRows(torch::cat(ids), torch::cat(grads));
 }
 
 SafetensorsTensor View(const std::string& name, const torch::Tensor& t) {
@@ -116,6 +116,94 @@ class PhaseTimer {
   Clock::time_point start_;
 };
 
+// Forward passes under bf16 autocast (train.precision: bf16): matmuls run
+// in bf16 on fp32 master weights, the scores come back as fp32 for the loss.
+class Precision {
+ public:
+  explicit Precision(const Config& config) : bf16_(config.GetString("train.precision") == "bf16") {}
+
+  template <typename F>
+  auto Run(F&& forward) const {
+    if (!bf16_) return forward();
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(true);
+    auto out = forward();
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+    out.scores = out.scores.to(torch::kFloat);
+    return out;
+  }
+
+ private:
+  bool bf16_;
+};
+
+// The evaluation pipeline over `dataset_key`: every list once, in order,
+// transformed with the training data's `statistics`.
+std::unique_ptr<Pipeline> EvalPipeline(const Config& config, const std::string& dataset_key,
+                                       std::shared_ptr<const Manifest> statistics) {
+  PipelineOptions o = PipelineOptionsFromConfig(config);
+  o.shuffle = ShuffleMode::kNone;
+  o.drop_last = false;
+  o.max_epochs = 1;
+  return std::make_unique<Pipeline>(
+      RankingSpecFromConfig(config, dataset_key, std::move(statistics)), o);
+}
+
+// Scores up to `max_batches` batches (0: all) and accumulates the metrics.
+RankMetricAccumulator Score(Ranker& ranker, Pipeline& pipeline, const Precision& precision,
+                            int64_t max_batches) {
+  torch::NoGradGuard no_grad;
+  RankMetricAccumulator acc;
+  int64_t n = 0;
+  while (BatchPtr b = pipeline.Next()) {
+    const BatchTensors t = Wrap(*b);
+    const auto scores =
+        precision.Run([&] { return ranker.Forward(t.dense, t.sparse, /*train=*/false); })
+            .scores.contiguous();
+    acc.AddBatch({scores.data_ptr<float>(), b->num_docs}, b->labels(), b->offsets());
+    if (max_batches > 0 && ++n >= max_batches) break;
+  }
+  return acc;
+}
+
+std::map<std::string, double> MetricsOf(const RankMetricAccumulator& acc) {
+  return {{"ndcg@1", acc.ndcg(1)},   {"ndcg@3", acc.ndcg(3)}, {"ndcg@5", acc.ndcg(5)},
+          {"ndcg@10", acc.ndcg(10)}, {"map@10", acc.map()},   {"mrr", acc.mrr()}};
+}
+
+// A step-N checkpoint directory, loaded and verified.
+Checkpoint LoadCheckpointDir(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  uint64_t step = 0;
+  const char* digits = name.data() + std::min<size_t>(5, name.size());
+  const char* end = name.data() + name.size();
+  const auto [stop, ec] = std::from_chars(digits, end, step);
+  if (!name.starts_with("step-") || digits == end || ec != std::errc() || stop != end) {
+    throw ConfigError(fmt::format("{} is not a checkpoint directory (step-N)", dir.string()),
+                      ErrorWhere{.file = dir.string()},
+                      "pass a run directory or one of its checkpoints/step-N directories");
+  }
+  return CheckpointStore(dir.parent_path()).Load(step);
+}
+
+// Copies checkpoint tensor `name` into the live tensor `t` (same size).
+void CopyFromCheckpoint(const SafetensorsFile& file, const std::string& name, torch::Tensor& t) {
+  const TensorView* v = file.Find(name);
+  if (v == nullptr || v->bytes.size() != t.nbytes()) {
+    throw DataError(fmt::format("checkpoint tensor \"{}\" is missing or has the wrong size", name),
+                    ErrorWhere{.file = file.path().string(), .field = name},
+                    "the checkpoint was written by a different model configuration (model.* or "
+                    "pipeline.* differ from the run's config.yaml)");
+  }
+  std::memcpy(t.data_ptr(), v->bytes.data(), v->bytes.size());
+}
+
+// The name of embedding table c in checkpoints.
+std::string TableName(size_t c) { return fmt::format("table{}", c); }
+constexpr const char* kDenseParams = "dense.params";
+constexpr const char* kStatisticsFile = "statistics.json";
+
 class Trainer {
  public:
   Trainer(const Config& config, const RankerTrainOptions& options)
@@ -123,17 +211,22 @@ class Trainer {
         options_(options),
         schedule_(LrSchedule::From(config)),
         loss_kind_(ParseRankLoss(config.GetString("model.loss"))),
+        precision_(config),
         store_(options.run_dir / "checkpoints",
                {.keep_last = static_cast<size_t>(config.GetInt("train.keep_checkpoints"))}) {
     KeepHeapMemory();     // reuse each step's temporaries instead of re-faulting them
     LimitBlasThreads(1);  // LibTorch's intra-op threads parallelise; OpenBLAS would spin
     const int64_t threads = config.GetInt("train.torch_threads");
     if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
+    const LaunchEnv& env = options.launch;
+    if (env.world_size > 1) comm_ = Comm::Connect(env, options.rendezvous);
     PipelineState start;
     std::optional<Checkpoint> ckpt = FindCheckpoint();
     if (ckpt) start = PipelineStateOf(*ckpt);
-    PipelineOptions popt = PipelineOptionsFromConfig(config);
+    PipelineOptions popt = PipelineOptionsFromConfig(config, env.rank, env.world_size);
     train_ = std::make_unique<Pipeline>(RankingSpecFromConfig(config, "data.train"), popt, start);
+    statistics_ =
+        std::make_shared<const Manifest>(Manifest::Load(config.GetString("data.train")));
     ranker_ = std::make_unique<Ranker>(ModelOptions(config, *train_));
     flat_ = std::make_unique<FlatParams>(ranker_->dense_module());
     const OptimConfig optim = OptimConfig::From(config);
@@ -154,6 +247,17 @@ class Trainer {
                      .kind = sparse_kind, .beta1 = optim.beta1, .beta2 = optim.beta2});
     }
     if (ckpt) Restore(*ckpt);
+    if (comm_) {
+      std::vector<std::pair<int64_t, int64_t>> slots;
+      for (const auto& slot : flat_->slots()) slots.emplace_back(slot.offset, slot.numel);
+      buckets_ = std::make_unique<GradBuckets>(
+          *comm_, flat_->parameters(), slots, flat_->grads(),
+          GradBuckets::Options{.bucket_bytes = config.GetInt("dist.bucket_mib") << 20,
+                               .overlap = config.GetBool("dist.overlap")});
+      for (const auto& t : ranker_->tables()) table_rows_.push_back(t.size(0));
+      docs_per_rank_ = static_cast<int64_t>(train_->layout().max_docs);
+    }
+    if (!leader()) return;  // rank 0 alone writes metrics
     fs::create_directories(options.run_dir);
     sinks_.Add(std::make_unique<JsonlWriter>(options.run_dir / "metrics.jsonl"));
     // One event file per process and start step: a resumed run (even within
@@ -170,6 +274,7 @@ class Trainer {
     ProgressOptions po;
     po.unit = "steps";
     po.interval_s = config_.GetFloat("run.progress_interval_s");
+    if (!leader()) po.sink = [](const std::string&) {};  // rank 0 shows progress
     Progress progress("train", static_cast<uint64_t>(steps), po);
     progress.Update(static_cast<uint64_t>(step_));
     const auto started = Clock::now();
@@ -199,7 +304,14 @@ class Trainer {
         window_start = Clock::now();
       }
       if (options_.stop_after_steps > 0 && run_steps >= options_.stop_after_steps) break;
+      if (stop_) {
+        spdlog::warn("stop requested: checkpointing step {} and stopping", step_);
+        result_.stopped = true;
+        if (leader()) SaveCheckpoint();
+        break;
+      }
       const bool last = step_ == steps;
+      if (!leader()) continue;
       if ((eval_every > 0 && step_ % eval_every == 0) || last) Evaluate();
       if ((ckpt_every > 0 && step_ % ckpt_every == 0) || last) SaveCheckpoint();
     }
@@ -214,13 +326,18 @@ class Trainer {
   }
 
  private:
-  // One optimizer step; returns (loss, documents).
+  bool leader() const { return !comm_ || comm_->rank() == 0; }
+
+  // One optimizer step; returns (loss, documents) of the global batch.
   std::pair<double, int64_t> Step() {
     const int64_t accum = config_.GetInt("optim.grad_accum");
     const size_t tables = ranker_->tables().size();
     std::vector<std::vector<torch::Tensor>> ids(tables), grads(tables);
-    double loss_sum = 0;
-    int64_t docs = 0;
+    // This rank's loss sum, loss terms, documents and stop request; summed
+    // over ranks while the last backward runs.
+    auto totals = torch::zeros({4}, torch::kDouble);
+    auto* total = totals.data_ptr<double>();
+    CommWork totals_work;
     auto& phase = result_.phase_s;
     for (int64_t a = 0; a < accum; ++a) {
       BatchPtr batch;
@@ -230,27 +347,50 @@ class Trainer {
       }
       const BatchTensors t = Wrap(*batch);
       std::optional<PhaseTimer> forward(std::in_place, phase["forward"]);
-      const Ranker::Output out = ranker_->Forward(t.dense, t.sparse, /*train=*/true);
-      const torch::Tensor loss =
-          RankingLoss(loss_kind_, out.scores, t.labels, t.offsets) / double(accum);
+      const Ranker::Output out =
+          precision_.Run([&] { return ranker_->Forward(t.dense, t.sparse, /*train=*/true); });
+      // Backward of the loss sum; the gradients are divided by the global
+      // count of loss terms once every rank's are summed.
+      const RankLossTerms terms = RankingLossTerms(loss_kind_, out.scores, t.labels, t.offsets);
       forward.reset();
+      total[0] += terms.sum.item<double>();
+      total[1] += double(terms.count);
+      total[2] += double(batch->num_docs);
+      const bool last = a + 1 == accum;
+      if (comm_ && last) {
+        total[3] = options_.stop_requested && options_.stop_requested() ? 1 : 0;
+        totals_work = comm_->AllReduceSumAsync(totals);
+        buckets_->Arm();
+      }
       PhaseTimer backward(phase["backward"]);
-      loss.backward();
-      loss_sum += loss.item<double>();
-      docs += static_cast<int64_t>(batch->num_docs);
+      terms.sum.backward();
       for (size_t c = 0; c < tables; ++c) {
         ids[c].push_back(out.unique_ids[c]);
         grads[c].push_back(out.rows[c].grad());
       }
     }
+    std::vector<RowGrads> rows;
+    for (size_t c = 0; c < tables; ++c) rows.push_back(Coalesce(ids[c], grads[c]));
+    if (comm_) {
+      PhaseTimer sync(phase["sync"]);
+      buckets_->Finish();
+      rows = SyncRows(*comm_, rows, table_rows_, docs_per_rank_);
+      totals_work.Wait();
+    } else if (options_.stop_requested && options_.stop_requested()) {
+      total[3] = 1;
+    }
+    stop_ = total[3] > 0;
+    const double terms_total = std::max(1.0, total[1]);
+    const double loss = total[0] / terms_total;
+    const auto docs = static_cast<int64_t>(total[2]);
     PhaseTimer optimizer(phase["optimizer"]);
-    std::vector<std::pair<torch::Tensor, torch::Tensor>> rows;
-    bool finite = std::isfinite(loss_sum) && flat_->grads().isfinite().all().item<bool>();
+    flat_->grads().div_(terms_total);
+    bool finite = std::isfinite(loss) && flat_->grads().isfinite().all().item<bool>();
     double sq = flat_->grads().pow(2).sum().item<double>();
-    for (size_t c = 0; c < tables; ++c) {
-      rows.push_back(Coalesce(ids[c], grads[c]));
-      finite = finite && rows.back().second.isfinite().all().item<bool>();
-      sq += rows.back().second.pow(2).sum().item<double>();
+    for (auto& r : rows) {
+      r.grads.div_(terms_total);
+      finite = finite && r.grads.isfinite().all().item<bool>();
+      sq += r.grads.pow(2).sum().item<double>();
     }
     if (!finite) {
       ++result_.skipped_steps;
@@ -264,7 +404,7 @@ class Trainer {
       spdlog::warn("step {}: non-finite loss or gradient; step skipped ({} in a row)", step_,
                    bad_in_a_row_);
       flat_->ZeroGrad();
-      return {loss_sum, docs};
+      return {loss, docs};
     }
     bad_in_a_row_ = 0;
     const double clip = config_.GetFloat("optim.clip_norm");
@@ -272,59 +412,42 @@ class Trainer {
     if (clip > 0 && norm > clip) {
       const double scale = clip / (norm + 1e-6);
       flat_->grads().mul_(scale);
-      for (auto& r : rows) r.second.mul_(scale);
+      for (auto& r : rows) r.grads.mul_(scale);
     }
     const double lr = schedule_.At(step_);
     const double sparse_lr = config_.GetFloat("optim.sparse_lr") *
                              (schedule_.peak_lr() > 0 ? lr / schedule_.peak_lr() : 1.0);
     dense_opt_->Step(flat_->params(), flat_->grads(), lr);
     for (size_t c = 0; c < tables; ++c) {
-      sparse_opts_[c].Step(ranker_->tables()[c], rows[c].first, rows[c].second, sparse_lr);
+      sparse_opts_[c].Step(ranker_->tables()[c], rows[c].ids, rows[c].grads, sparse_lr);
     }
     flat_->ZeroGrad();
-    return {loss_sum, docs};
+    return {loss, docs};
   }
 
   void Evaluate() {
-    const std::string& valid = config_.GetString("data.valid");
-    if (valid.empty()) return;
+    if (config_.GetString("data.valid").empty()) return;
     PhaseTimer timer(result_.phase_s["eval"]);
-    PipelineOptions o = PipelineOptionsFromConfig(config_);
-    o.shuffle = ShuffleMode::kNone;
-    o.drop_last = false;
-    o.max_epochs = 1;
-    Pipeline p(RankingSpecFromConfig(config_, "data.valid"), o);
-    RankMetricAccumulator acc;
-    const int64_t limit = config_.GetInt("train.eval_batches");
-    int64_t n = 0;
-    while (BatchPtr b = p.Next()) {
-      const BatchTensors t = Wrap(*b);
-      const auto scores = ranker_->Forward(t.dense, t.sparse, /*train=*/false).scores.contiguous();
-      acc.AddBatch({scores.data_ptr<float>(), b->num_docs}, b->labels(), b->offsets());
-      if (limit > 0 && ++n >= limit) break;
-    }
+    const auto valid = EvalPipeline(config_, "data.valid", statistics_);
+    const RankMetricAccumulator acc =
+        Score(*ranker_, *valid, precision_, config_.GetInt("train.eval_batches"));
     result_.valid_ndcg10 = acc.ndcg(10);
-    sinks_.Write(step_,
-                 {{"valid/ndcg@1", acc.ndcg(1)},
-                  {"valid/ndcg@3", acc.ndcg(3)},
-                  {"valid/ndcg@5", acc.ndcg(5)},
-                  {"valid/ndcg@10", acc.ndcg(10)},
-                  {"valid/map@10", acc.map()},
-                  {"valid/mrr", acc.mrr()}},
-                 WallTimeNow());
+    std::map<std::string, double> record;
+    for (const auto& [name, value] : MetricsOf(acc)) record["valid/" + name] = value;
+    sinks_.Write(step_, record, WallTimeNow());
     spdlog::info("step {}: valid {}", step_, acc.Summary());
   }
 
   // ---- checkpoints ----
 
   std::vector<std::pair<std::string, torch::Tensor>> StateTensors() {
-    std::vector<std::pair<std::string, torch::Tensor>> out = {{"dense.params", flat_->params()}};
+    std::vector<std::pair<std::string, torch::Tensor>> out = {{kDenseParams, flat_->params()}};
     const auto dense_state = dense_opt_->state();
     for (size_t i = 0; i < dense_state.size(); ++i) {
       out.emplace_back(fmt::format("dense.opt{}", i), dense_state[i]);
     }
     for (size_t c = 0; c < ranker_->tables().size(); ++c) {
-      out.emplace_back(fmt::format("table{}", c), ranker_->tables()[c]);
+      out.emplace_back(TableName(c), ranker_->tables()[c]);
       const auto s = sparse_opts_[c].state();
       for (size_t i = 0; i < s.size(); ++i)
         out.emplace_back(fmt::format("table{}.opt{}", c, i), s[i]);
@@ -350,6 +473,9 @@ class Trainer {
     for (const auto& [name, t] : state) views.push_back(View(name, t));
     w.AddFileWith("model.safetensors",
                   [&](const fs::path& path) { WriteSafetensors(path, views); });
+    // The training data's statistics: `topspin eval` transforms any dataset
+    // exactly as training did, without the training data.
+    w.AddFile(kStatisticsFile, statistics_->ToJson());
     const PipelineState ps = train_->state();
     nlohmann::json meta{
         {"step", step_},
@@ -369,15 +495,7 @@ class Trainer {
       if (!latest) spdlog::info("no checkpoint in {}: starting fresh", store_.root().string());
       return latest;
     }
-    const fs::path dir(options_.resume);
-    const std::string name = dir.filename().string();
-    if (!name.starts_with("step-")) {
-      throw ConfigError(fmt::format("{} is not a checkpoint directory (step-N)", dir.string()),
-                        ErrorWhere{.file = dir.string()},
-                        "pass --resume auto or a step-N directory");
-    }
-    CheckpointStore store(dir.parent_path());
-    return store.Load(std::stoull(name.substr(5)));
+    return LoadCheckpointDir(options_.resume);
   }
 
   static PipelineState PipelineStateOf(const Checkpoint& c) {
@@ -398,16 +516,7 @@ class Trainer {
           "shows what a config hashes to");
     }
     const SafetensorsFile file = SafetensorsFile::Open(c.FilePath("model.safetensors"));
-    for (auto& [name, t] : StateTensors()) {
-      const TensorView* v = file.Find(name);
-      if (v == nullptr || v->bytes.size() != t.nbytes()) {
-        throw DataError(
-            fmt::format("checkpoint tensor \"{}\" is missing or has the wrong size", name),
-            ErrorWhere{.file = file.path().string(), .field = name},
-            "the checkpoint was written by a different model configuration");
-      }
-      std::memcpy(t.data_ptr(), v->bytes.data(), v->bytes.size());
-    }
+    for (auto& [name, t] : StateTensors()) CopyFromCheckpoint(file, name, t);
     step_ = meta.at("step").get<int64_t>();
     // StateTensors() are the live tensors: the copies above restored them.
     const auto optimizer_steps = meta.at("dense_steps").get<int64_t>();
@@ -423,12 +532,19 @@ class Trainer {
   RankerTrainOptions options_;
   LrSchedule schedule_;
   RankLoss loss_kind_;
+  Precision precision_;
   CheckpointStore store_;
+  std::shared_ptr<const Manifest> statistics_;  // data.train's
   std::unique_ptr<Pipeline> train_;
   std::unique_ptr<Ranker> ranker_;
   std::unique_ptr<FlatParams> flat_;
   std::unique_ptr<DenseOptimizer> dense_opt_;
   std::vector<SparseOptimizer> sparse_opts_;
+  std::unique_ptr<Comm> comm_;  // several ranks only
+  std::unique_ptr<GradBuckets> buckets_;
+  std::vector<int64_t> table_rows_;
+  int64_t docs_per_rank_ = 0;
+  bool stop_ = false;
   MultiSink sinks_;
   int64_t step_ = 0, bad_in_a_row_ = 0;
   RankerTrainResult result_;
@@ -440,7 +556,8 @@ std::string DescribePhases(const RankerTrainResult& r) {
   double total = 0;
   for (const auto& [name, s] : r.phase_s) total += s;
   std::string out;
-  for (const char* name : {"data_wait", "forward", "backward", "optimizer", "eval", "checkpoint"}) {
+  for (const char* name :
+       {"data_wait", "forward", "backward", "sync", "optimizer", "eval", "checkpoint"}) {
     const auto it = r.phase_s.find(name);
     if (it == r.phase_s.end()) continue;
     std::string label(name);
@@ -449,6 +566,53 @@ std::string DescribePhases(const RankerTrainResult& r) {
                        total > 0 ? 100 * it->second / total : 0.0, it->second);
   }
   return out;
+}
+
+RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint,
+                                const std::string& dataset_key) {
+  const auto started = Clock::now();
+  KeepHeapMemory();
+  LimitBlasThreads(1);
+  const int64_t threads = config.GetInt("train.torch_threads");
+  if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
+  Checkpoint ckpt;
+  if (fs::is_directory(checkpoint / "checkpoints")) {
+    auto latest = CheckpointStore(checkpoint / "checkpoints").LoadLatest();
+    if (!latest) {
+      throw ConfigError(fmt::format("run directory {} has no complete checkpoint", checkpoint.string()),
+                        ErrorWhere{.file = checkpoint.string()},
+                        "train first, or pass a checkpoints/step-N directory");
+    }
+    ckpt = std::move(*latest);
+  } else {
+    ckpt = LoadCheckpointDir(checkpoint);
+  }
+  if (!ckpt.files.contains(kStatisticsFile)) {
+    throw DataError(fmt::format("checkpoint {} has no {}: it predates evaluation outside "
+                                "training",
+                                ckpt.dir.string(), kStatisticsFile),
+                    ErrorWhere{.file = ckpt.dir.string()},
+                    "train again (or resume once) with this topspin to write one");
+  }
+  const auto statistics = std::make_shared<const Manifest>(Manifest::FromJson(
+      ReadFile(ckpt.FilePath(kStatisticsFile)), ckpt.FilePath(kStatisticsFile).string()));
+  const auto pipeline = EvalPipeline(config, dataset_key, statistics);
+  Ranker ranker(ModelOptions(config, *pipeline));
+  FlatParams flat(ranker.dense_module());
+  std::vector<std::pair<std::string, torch::Tensor>> tensors = {{kDenseParams, flat.params()}};
+  for (size_t c = 0; c < ranker.tables().size(); ++c) {
+    tensors.emplace_back(TableName(c), ranker.tables()[c]);
+  }
+  const SafetensorsFile file = SafetensorsFile::Open(ckpt.FilePath("model.safetensors"));
+  for (auto& [name, t] : tensors) CopyFromCheckpoint(file, name, t);
+  const RankMetricAccumulator acc = Score(ranker, *pipeline, Precision(config), 0);
+  RankerEvalResult r;
+  r.checkpoint = ckpt.dir;
+  r.step = static_cast<int64_t>(ckpt.step);
+  r.lists = acc.lists();
+  r.metrics = MetricsOf(acc);
+  r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return r;
 }
 
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options) {

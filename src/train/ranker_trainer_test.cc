@@ -116,6 +116,48 @@ TEST(RankerTrainer, ResumedRunIsBitwiseIdentical) {
   }
 }
 
+TEST(RankerTrainer, EvaluateScoresACheckpointWithoutTheTrainingData) {
+  testing::TempDir run;
+  const RankerTrainResult r = TrainRanker(TestConfig(), {.run_dir = run.path()});
+  // The training data is gone: the checkpoint's statistics transform the
+  // held-out data exactly as training did, so the metrics agree.
+  const RankerEvalResult e = EvaluateRanker(TestConfig({"data.train=/nonexistent"}), run.path());
+  EXPECT_EQ(e.step, 30);
+  EXPECT_EQ(e.lists, 100u);
+  EXPECT_DOUBLE_EQ(e.metrics.at("ndcg@10"), r.valid_ndcg10);
+  const auto step10 = run / "checkpoints" / "step-10";
+  const RankerEvalResult early = EvaluateRanker(TestConfig(), step10);
+  EXPECT_EQ(early.step, 10);
+  EXPECT_NE(early.metrics.at("ndcg@10"), e.metrics.at("ndcg@10"));
+  for (const char* m : {"ndcg@1", "ndcg@3", "ndcg@5", "map@10", "mrr"}) {
+    EXPECT_GT(e.metrics.at(m), 0.0) << m;
+    EXPECT_LE(e.metrics.at(m), 1.0) << m;
+  }
+  // Another model shape is refused, naming the tensor.
+  try {
+    EvaluateRanker(TestConfig({"model.embedding_dim=4"}), run.path());
+    FAIL() << "evaluated with another model";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "dense.params") << e.Message();
+  }
+  try {
+    EvaluateRanker(TestConfig(), run / "checkpoints");
+    FAIL() << "accepted a directory that is no checkpoint";
+  } catch (const Error& e) {
+    EXPECT_NE(e.Message().find("step-N"), std::string::npos) << e.Message();
+  }
+}
+
+TEST(RankerTrainer, Bf16AutocastTrainsLikeFp32) {
+  testing::TempDir fp32_run, bf16_run;
+  const auto fp32 = TrainRanker(TestConfig(), {.run_dir = fp32_run.path()});
+  const auto bf16 = TrainRanker(TestConfig({"train.precision=bf16"}), {.run_dir = bf16_run.path()});
+  // bf16 matmuls change the numbers (it really ran in bf16) but not the outcome.
+  EXPECT_NE(FinalSha(fp32_run.path()), FinalSha(bf16_run.path()));
+  EXPECT_NEAR(bf16.last_loss, fp32.last_loss, 0.02 * std::abs(fp32.last_loss));
+  EXPECT_NEAR(bf16.valid_ndcg10, fp32.valid_ndcg10, 0.02);
+}
+
 TEST(RankerTrainer, DivergenceStopsAfterMaxBadSteps) {
   testing::TempDir run;
   try {

@@ -37,6 +37,19 @@ struct RankLossOptions {
   double temperature = 0.1;  // approx_ndcg: sigmoid temperature of the smooth rank
 };
 
+// The loss of a batch is sum / count, with count the terms it averages:
+// documents (mse, bce), lists (lambdarank), or lists that can be ranked
+// (ranknet: with a pair of different labels; softmax, approx_ndcg: with a
+// positive label). Data-parallel training sums both over ranks, so the loss
+// of a global batch does not depend on how it was split.
+struct RankLossTerms {
+  at::Tensor sum;  // scalar, differentiable
+  int64_t count = 0;
+};
+RankLossTerms RankingLossTerms(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
+                               const at::Tensor& offsets, const RankLossOptions& options = {});
+
+// sum / count of RankingLossTerms; 0 (with a zero gradient) when count is 0.
 at::Tensor RankingLoss(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
                        const at::Tensor& offsets, const RankLossOptions& options = {});
 

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "topspin/data/manifest.h"
 #include "topspin/pipeline/batch.h"
 #include "topspin/pipeline/sample_order.h"
 
@@ -54,6 +55,12 @@ struct RankingSpec {
   std::vector<std::string> sparse;  // feature chains -> sparse [N, C]
   std::string label;                // empty: the manifest's label column
   std::string group;                // empty: the manifest's group column
+  // The manifest whose column statistics fix the transform constants
+  // (standardize, impute(mean), bucketize edges, cast cardinalities); null:
+  // the dataset's own. Evaluation data must be transformed with the
+  // training data's statistics, or its bucket ids and scales drift from
+  // what the model learned.
+  std::shared_ptr<const Manifest> statistics;
 };
 
 // Language model: windows of seq_len + 1 tokens of a token column.

@@ -13,7 +13,10 @@ namespace topspin {
 PipelineOptions PipelineOptionsFromConfig(const Config& config, int rank = 0, int world_size = 1);
 // pipeline.dense and pipeline.sparse over the dataset at `dataset_key`
 // ("data.train" or "data.valid"); Error{kConfig} naming the key when it is
-// empty.
-RankingSpec RankingSpecFromConfig(const Config& config, const std::string& dataset_key);
+// empty. `statistics`: the manifest whose statistics fix the transform
+// constants (the training data's, for validation and evaluation); null: the
+// dataset's own.
+RankingSpec RankingSpecFromConfig(const Config& config, const std::string& dataset_key,
+                                  std::shared_ptr<const Manifest> statistics = nullptr);
 
 }  // namespace topspin

@@ -47,6 +47,8 @@ class FlatParams {
   const at::Tensor& grads() const { return grads_; }
   int64_t numel() const { return params_.numel(); }
   const std::vector<Slot>& slots() const { return slots_; }
+  // The flattened parameters, in slots() order.
+  const std::vector<at::Tensor>& parameters() const { return parameters_; }
 
   void ZeroGrad();
   // Copies `values` ([P] float32) into the buffer; the views stay valid.

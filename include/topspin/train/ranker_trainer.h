@@ -27,10 +27,13 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 
 #include "topspin/core/config.h"
+#include "topspin/dist/launch_env.h"
+#include "topspin/dist/rendezvous.h"
 
 namespace topspin {
 
@@ -40,6 +43,18 @@ struct RankerTrainOptions {
   // Tests: leave the loop after this many steps of this process, as if the
   // process died (no final checkpoint, no final evaluation). 0: off.
   int64_t stop_after_steps = 0;
+  // Checked after every step: true stops the run after a checkpoint (SIGINT
+  // or SIGTERM). With several ranks, a stop asked on any rank stops all of
+  // them after the same step.
+  std::function<bool()> stop_requested;
+  // Data parallel: world_size > 1 joins the job (topspin/ddp/comm.h). Every
+  // rank reads its slice of each global batch (data.train, pipeline
+  // .batch_size lists in all), gradients are summed over ranks (dense in
+  // buckets overlapped with backward, embedding rows sparsely), and the
+  // loss is the global batch's: the run does not depend on how the batch
+  // was split. Rank 0 alone writes metrics, evaluates and checkpoints.
+  LaunchEnv launch;
+  RendezvousOptions rendezvous;
 };
 
 struct RankerTrainResult {
@@ -49,14 +64,34 @@ struct RankerTrainResult {
   double valid_ndcg10 = NAN;         // last evaluation (NaN without data.valid)
   double docs_per_s = 0;             // training documents per second in this process
   int64_t skipped_steps = 0;         // non-finite steps skipped
+  bool stopped = false;              // ended early by stop_requested
   std::filesystem::path checkpoint;  // the last checkpoint written
   // Wall seconds of this process by phase: data_wait (blocked on the input
-  // pipeline), forward, backward, optimizer (finiteness check, clipping,
-  // dense and sparse updates), eval, checkpoint.
+  // pipeline), forward, backward, sync (waiting for gradient exchange that
+  // backward did not hide; several ranks only), optimizer (finiteness
+  // check, clipping, dense and sparse updates), eval, checkpoint.
   std::map<std::string, double> phase_s;
 };
 
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options);
+
+struct RankerEvalResult {
+  std::filesystem::path checkpoint;       // the step-N directory used
+  int64_t step = 0;                       // its training step
+  uint64_t lists = 0;                     // queries scored
+  std::map<std::string, double> metrics;  // ndcg@1, ndcg@3, ndcg@5, ndcg@10, map@10, mrr
+  double seconds = 0;
+};
+
+// Scores every list of `dataset_key` ("data.valid", or "data.train") with
+// a checkpoint's model: `checkpoint` is a step-N directory, or a run
+// directory (its newest complete checkpoint). Features are transformed with
+// the training data's statistics, saved in the checkpoint, so the training
+// data need not be present. `config` must describe the same model and
+// features as the run that wrote the checkpoint (its config.yaml);
+// Error{kData} names the tensor that does not fit otherwise.
+RankerEvalResult EvaluateRanker(const Config& config, const std::filesystem::path& checkpoint,
+                                const std::string& dataset_key = "data.valid");
 
 // "data wait 2.1% (0.21 s), forward 31.0% (3.10 s), ..." in phase order.
 std::string DescribePhases(const RankerTrainResult& result);

@@ -1,0 +1,84 @@
+// The process group of a data-parallel job: rendezvous and the collectives
+// the trainer uses, over c10d (ProcessGroupGloo on CPU).
+//
+// Rendezvous (Comm::Connect):
+//   - one host, launched by `topspin train --nproc N`: a FileStore at
+//     CommOptions::file_store (inside the run directory, in a 0700
+//     directory: no open port);
+//   - otherwise a TCPStore at the launch environment's master address and
+//     port, served by rank 0 (or by torchrun's agent when
+//     TORCHELASTIC_USE_AGENT_STORE is "True").
+//   Across hosts every rank proves the job token (CommOptions::token): rank
+//   0 checks each rank's proof, a rank with the wrong token is refused and
+//   every rank fails with Error{kDist} naming it.
+//
+// Every store and collective operation times out after CommOptions::timeout
+// (Error{kDist} naming the operation). Thread-safety: one thread issues
+// collectives, in the same order on every rank.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "topspin/dist/launch_env.h"
+#include "topspin/dist/rendezvous.h"
+
+namespace topspin {
+
+using CommOptions = RendezvousOptions;
+
+// An in-flight collective. Wait() blocks until it completes (Error{kDist}
+// on failure or timeout); destroying an unwaited Work waits.
+class CommWork {
+ public:
+  CommWork();
+  ~CommWork();
+  CommWork(CommWork&&) noexcept;
+  CommWork& operator=(CommWork&&) noexcept;
+  void Wait();
+  bool pending() const;
+
+ private:
+  friend class Comm;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class Comm {
+ public:
+  // Joins the job described by `env` (world_size > 1). Blocks until every
+  // rank has joined or the timeout passes.
+  static std::unique_ptr<Comm> Connect(const LaunchEnv& env, const CommOptions& options);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const;
+  int world_size() const;
+
+  // Sums `t` (contiguous, CPU) over ranks in place; every rank gets the same
+  // bits. Started now, finished by Wait().
+  CommWork AllReduceSumAsync(at::Tensor t);
+  void AllReduceSum(at::Tensor t) { AllReduceSumAsync(std::move(t)).Wait(); }
+  // Every rank's `t` in rank order. Sizes along dim 0 may differ between
+  // ranks (other dims and dtype must agree): rows are exchanged padded to
+  // the largest, then trimmed.
+  std::vector<at::Tensor> AllGatherRows(const at::Tensor& t);
+  // Copies root's `t` into every rank's `t`.
+  void Broadcast(at::Tensor t, int root = 0);
+  void Barrier();
+
+  // Store access for small strings (the run directory rank 0 created).
+  void SetString(const std::string& key, const std::string& value);
+  std::string GetString(const std::string& key);  // waits for the key
+
+ private:
+  struct Impl;
+  explicit Comm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace topspin

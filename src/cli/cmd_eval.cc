@@ -1,0 +1,100 @@
+// topspin eval RUN_DIR|CHECKPOINT [--data DIR] [--config FILE] [--set k=v]...
+// [--json FILE]: scores held-out queries with a trained ranker
+// (topspin/train/ranker_trainer.h EvaluateRanker) and prints NDCG@1/3/5/10,
+// MAP@10 and MRR. The config defaults to the run's config.yaml; --data
+// replaces data.valid.
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "topspin/core/config_schema.h"
+#include "topspin/core/error.h"
+#include "topspin/core/files.h"
+#include "topspin/core/log.h"
+
+#ifdef TOPSPIN_HAVE_TORCH
+#include "topspin/train/ranker_trainer.h"
+#endif
+
+namespace topspin::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EvalArgs {
+  std::string checkpoint;
+  std::string data;
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string json;
+};
+
+// The config.yaml of the run that holds `path` (a run directory or one of
+// its checkpoints/step-N directories).
+fs::path RunConfigOf(const fs::path& path) {
+  const fs::path dir = fs::is_directory(path / "checkpoints") ? path : path.parent_path().parent_path();
+  const fs::path config = dir / "config.yaml";
+  if (!fs::exists(config)) {
+    throw Error(ErrorKind::kUsage,
+                fmt::format("no config.yaml next to {}: cannot tell which model it holds",
+                            path.string()),
+                {.file = config.string()}, "pass the run's config with --config FILE");
+  }
+  return config;
+}
+
+void RunEval(const EvalArgs& args) {
+#ifdef TOPSPIN_HAVE_TORCH
+  const fs::path checkpoint(args.checkpoint);
+  if (!fs::is_directory(checkpoint)) {
+    throw Error(ErrorKind::kUsage, fmt::format("{} is not a directory", checkpoint.string()),
+                {.file = checkpoint.string()},
+                "pass a run directory (runs/ranker-shop-001) or a checkpoints/step-N directory");
+  }
+  std::vector<std::string> overrides = args.overrides;
+  if (!args.data.empty()) overrides.push_back("data.valid=" + args.data);
+  const fs::path config_path = args.config.empty() ? RunConfigOf(checkpoint) : fs::path(args.config);
+  const Config config = Config::Load(config_path.string(), overrides, TopspinSchema());
+  SetLogLevel(config.GetString("run.log_level"));
+  const RankerEvalResult r = EvaluateRanker(config, checkpoint);
+  fmt::print("checkpoint    {} (step {})\n", r.checkpoint.string(), r.step);
+  fmt::print("data          {} ({} queries, {:.1f} s)\n", config.GetString("data.valid"), r.lists,
+             r.seconds);
+  for (const char* name : {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr"}) {
+    fmt::print("{:<13} {:.4f}\n", name, r.metrics.at(name));
+  }
+  if (!args.json.empty()) {
+    nlohmann::json out{{"checkpoint", r.checkpoint.string()},
+                       {"step", r.step},
+                       {"data", config.GetString("data.valid")},
+                       {"queries", r.lists},
+                       {"metrics", r.metrics}};
+    WriteFileAtomic(args.json, out.dump(2) + "\n");
+  }
+#else
+  (void)args;
+  throw Error(ErrorKind::kUsage, "this topspin was built without LibTorch, which evaluation needs",
+              {}, "install libtorch-dev (scripts/install-deps.sh) and rebuild");
+#endif
+}
+
+}  // namespace
+
+void RegisterEval(CLI::App& app) {
+  static EvalArgs args;
+  auto* cmd = app.add_subcommand(
+      "eval", "Score held-out queries with a trained ranker: NDCG@k, MAP@10, MRR");
+  cmd->add_option("CHECKPOINT", args.checkpoint,
+                  "a run directory (its newest checkpoint) or a checkpoints/step-N directory")
+      ->required();
+  cmd->add_option("--data", args.data, "dataset to score (default: the config's data.valid)");
+  cmd->add_option("--config", args.config, "config of the run (default: the run's config.yaml)");
+  cmd->add_option("--set", args.overrides, "override a key, e.g. --set pipeline.threads=2")
+      ->allow_extra_args(false);
+  cmd->add_option("--json", args.json, "also write the metrics as JSON to this file");
+  cmd->callback([] { RunEval(args); });
+}
+
+}  // namespace topspin::cli

@@ -1,0 +1,224 @@
+#include "topspin/ddp/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include "topspin/core/error.h"
+#include "topspin/core/sha256.h"
+
+namespace topspin {
+namespace {
+
+Error DistError(std::string what, std::string field, std::string hint) {
+  return Error(ErrorKind::kDist, std::move(what), ErrorWhere{.field = std::move(field)},
+               std::move(hint));
+}
+
+constexpr const char* kTimeoutHint =
+    "another rank died or stalled: see its output above; dist.timeout_s sets how long ranks wait";
+
+// Runs a c10d call, turning its exceptions into Error{kDist} naming `what`.
+template <typename F>
+auto Guard(const std::string& what, int rank, F&& f) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    throw DistError(fmt::format("rank {}: {} failed: {}", rank, what, msg), "dist", kTimeoutHint);
+  }
+}
+
+std::string Bytes(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
+std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+std::string Proof(const std::string& token, const std::string& nonce, int rank) {
+  return Sha256Hex(fmt::format("topspin-job:{}:{}:{}", token, nonce, rank));
+}
+
+// Rank 0 checks every other rank's proof of the job token; all ranks learn
+// the verdict and fail together when one rank is refused.
+void CheckToken(c10d::Store& store, const LaunchEnv& env, const std::string& token) {
+  if (token.empty()) {
+    throw DistError("the job spans hosts but has no job token", "TOPSPIN_JOB_TOKEN",
+                    "set TOPSPIN_JOB_TOKEN (the same secret on every host) or dist.token_file");
+  }
+  if (env.rank == 0) {
+    std::random_device rd;
+    const std::string nonce = fmt::format("{:016x}{:016x}", uint64_t(rd()) << 32 | rd(),
+                                          uint64_t(rd()) << 32 | rd());
+    store.set("auth/nonce", Bytes(nonce));
+    std::string verdict = "ok";
+    for (int r = 1; r < env.world_size && verdict == "ok"; ++r) {
+      const std::string key = fmt::format("auth/proof/{}", r);
+      if (Bytes(store.get(key)) != Proof(token, nonce, r)) {
+        verdict = fmt::format("rank {} was refused: it presented a wrong job token", r);
+      }
+    }
+    store.set("auth/verdict", Bytes(verdict));
+    if (verdict != "ok") {
+      throw DistError(verdict, "TOPSPIN_JOB_TOKEN",
+                      "start every rank with the same TOPSPIN_JOB_TOKEN (or dist.token_file)");
+    }
+    return;
+  }
+  const std::string nonce = Bytes(store.get("auth/nonce"));
+  store.set(fmt::format("auth/proof/{}", env.rank), Bytes(Proof(token, nonce, env.rank)));
+  const std::string verdict = Bytes(store.get("auth/verdict"));
+  if (verdict != "ok") {
+    throw DistError(fmt::format("{} (this is rank {})", verdict, env.rank), "TOPSPIN_JOB_TOKEN",
+                    "start every rank with the same TOPSPIN_JOB_TOKEN (or dist.token_file)");
+  }
+}
+
+c10::intrusive_ptr<c10d::Store> MakeStore(const LaunchEnv& env, const CommOptions& o) {
+  if (!o.file_store.empty()) {
+    auto store = c10::make_intrusive<c10d::FileStore>(o.file_store.string(), env.world_size);
+    store->setTimeout(o.timeout);
+    return store;
+  }
+  c10d::TCPStoreOptions t;
+  t.port = static_cast<uint16_t>(env.master_port);
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  t.isServer = env.rank == 0 && !(agent != nullptr && std::string(agent) == "True");
+  t.numWorkers = static_cast<size_t>(env.world_size);
+  t.waitWorkers = false;
+  t.timeout = o.timeout;
+  return c10::make_intrusive<c10d::TCPStore>(env.master_addr, t);
+}
+
+std::shared_ptr<gloo::transport::Device> MakeDevice(const LaunchEnv& env) {
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr && *iface) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(iface);
+  }
+  if (env.num_nodes == 1) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+struct CommWork::Impl {
+  c10::intrusive_ptr<c10d::Work> work;
+  std::string what;
+  int rank = 0;
+};
+
+CommWork::CommWork() = default;
+CommWork::~CommWork() {
+  if (pending()) {
+    try {
+      Wait();
+    } catch (const std::exception&) {
+      // The failure was (or will be) reported by the collective that follows.
+    }
+  }
+}
+CommWork::CommWork(CommWork&&) noexcept = default;
+CommWork& CommWork::operator=(CommWork&&) noexcept = default;
+bool CommWork::pending() const { return impl_ && impl_->work; }
+void CommWork::Wait() {
+  if (!pending()) return;
+  auto work = std::move(impl_->work);
+  Guard(impl_->what, impl_->rank, [&] { return work->wait(); });
+}
+
+struct Comm::Impl {
+  LaunchEnv env;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+};
+
+Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Comm::~Comm() = default;
+
+std::unique_ptr<Comm> Comm::Connect(const LaunchEnv& env, const CommOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->env = env;
+  const std::string where =
+      options.file_store.empty()
+          ? fmt::format("the store at {}:{}", env.master_addr, env.master_port)
+          : fmt::format("the file store {}", options.file_store.string());
+  Guard(fmt::format("joining {}", where), env.rank, [&] {
+    impl->store = MakeStore(env, options);
+    if (env.num_nodes > 1) CheckToken(*impl->store, env, options.token);
+    auto pg_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+    pg_options->devices = {MakeDevice(env)};
+    pg_options->threads = 2;
+    impl->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("topspin/pg", impl->store), env.rank,
+        env.world_size, pg_options);
+    return 0;
+  });
+  return std::unique_ptr<Comm>(new Comm(std::move(impl)));
+}
+
+int Comm::rank() const { return impl_->env.rank; }
+int Comm::world_size() const { return impl_->env.world_size; }
+
+CommWork Comm::AllReduceSumAsync(at::Tensor t) {
+  CommWork w;
+  w.impl_ = std::make_unique<CommWork::Impl>();
+  w.impl_->what = "all-reduce";
+  w.impl_->rank = rank();
+  std::vector<at::Tensor> tensors{std::move(t)};
+  w.impl_->work = Guard("all-reduce", rank(), [&] { return impl_->pg->allreduce(tensors); });
+  return w;
+}
+
+std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
+  const int w = world_size();
+  std::vector<at::Tensor> in{torch::tensor({t.size(0)}, torch::kLong)};
+  std::vector<std::vector<at::Tensor>> sizes(1);
+  for (int r = 0; r < w; ++r) sizes[0].push_back(torch::empty({1}, torch::kLong));
+  Guard("all-gather of row counts", rank(), [&] { return impl_->pg->allgather(sizes, in)->wait(); });
+  int64_t most = 0;
+  for (const auto& s : sizes[0]) most = std::max(most, s.item<int64_t>());
+  auto shape = t.sizes().vec();
+  shape[0] = most;
+  at::Tensor padded = torch::zeros(shape, t.options());
+  if (t.size(0) > 0) padded.narrow(0, 0, t.size(0)).copy_(t);
+  std::vector<at::Tensor> send{padded};
+  std::vector<std::vector<at::Tensor>> got(1);
+  for (int r = 0; r < w; ++r) got[0].push_back(torch::empty(shape, t.options()));
+  Guard("all-gather", rank(), [&] { return impl_->pg->allgather(got, send)->wait(); });
+  std::vector<at::Tensor> out;
+  for (int r = 0; r < w; ++r) out.push_back(got[0][r].narrow(0, 0, sizes[0][r].item<int64_t>()));
+  return out;
+}
+
+void Comm::Broadcast(at::Tensor t, int root) {
+  std::vector<at::Tensor> tensors{std::move(t)};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  Guard("broadcast", rank(), [&] { return impl_->pg->broadcast(tensors, o)->wait(); });
+}
+
+void Comm::Barrier() {
+  // Gloo's barrier; an all-reduce of one number has the same effect and
+  // reports a dead peer the same way.
+  AllReduceSum(torch::zeros({1}));
+}
+
+void Comm::SetString(const std::string& key, const std::string& value) {
+  Guard("store set", rank(), [&] {
+    impl_->store->set("topspin/kv/" + key, Bytes(value));
+    return 0;
+  });
+}
+
+std::string Comm::GetString(const std::string& key) {
+  return Guard("store get", rank(), [&] { return Bytes(impl_->store->get("topspin/kv/" + key)); });
+}
+
+}  // namespace topspin

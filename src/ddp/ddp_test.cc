@@ -1,0 +1,148 @@
+// Multi-process tests: each TEST(...Rank, ...) is a worker that runs only
+// when a parent test starts this binary as ranks (SpawnAndSupervise), with
+// TOPSPIN_TEST_DIR set; run alone (as ctest does) it skips.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/test_util.h"
+#include "topspin/core/error.h"
+#include "topspin/core/files.h"
+#include "topspin/ddp/comm.h"
+#include "topspin/ddp/grad_sync.h"
+#include "topspin/dist/spawn.h"
+
+namespace topspin {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* TestDir() { return std::getenv("TOPSPIN_TEST_DIR"); }
+
+std::unique_ptr<Comm> Join(LaunchEnv env = DetectLaunchEnv(), std::string token = "") {
+  CommOptions o;
+  o.timeout = std::chrono::seconds(30);
+  // One store file per worker test: the ranks of a test share it.
+  o.file_store = fs::path(TestDir()) /
+                 (std::string("store.") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  o.token = std::move(token);
+  return Comm::Connect(env, o);
+}
+
+// Runs the worker tests matching `filter` as `n` ranks; true when all pass.
+bool RunRanks(int n, const std::string& filter, const fs::path& dir) {
+  SpawnOptions o;
+  o.argv = {"/proc/self/exe", "--gtest_filter=" + filter};
+  o.nproc = n;
+  o.grace_s = 5;
+  o.extra_env = {{"TOPSPIN_TEST_DIR", dir.string()}};
+  const SpawnResult r = SpawnAndSupervise(o);
+  EXPECT_EQ(r.exit_code, 0) << r.cause;
+  return r.exit_code == 0;
+}
+
+// A two-layer MLP whose parameters view one flat buffer (as FlatParams does).
+struct FlatMlp {
+  torch::nn::Sequential net{torch::nn::Linear(6, 5), torch::nn::ReLU(), torch::nn::Linear(5, 1)};
+  at::Tensor params, grads;
+  std::vector<at::Tensor> leaves;
+  std::vector<std::pair<int64_t, int64_t>> slots;
+  FlatMlp() {
+    torch::manual_seed(3);
+    net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::ReLU(), torch::nn::Linear(5, 1));
+    int64_t total = 0;
+    for (auto& p : net->parameters()) total += p.numel();
+    params = torch::empty({total});
+    grads = torch::zeros({total});
+    int64_t at = 0;
+    for (auto& p : net->parameters()) {
+      const auto n = p.numel();
+      params.narrow(0, at, n).copy_(p.detach().flatten());
+      p.set_data(params.narrow(0, at, n).view(p.sizes()));
+      p.mutable_grad() = grads.narrow(0, at, n).view(p.sizes());
+      leaves.push_back(p);
+      slots.emplace_back(at, n);
+      at += n;
+    }
+  }
+  void Backward(int rank) {
+    torch::manual_seed(100 + rank);
+    net->forward(torch::randn({7, 6})).pow(2).sum().backward();
+  }
+};
+
+TEST(DdpRank, BucketsSumGradientsDuringBackward) {
+  if (TestDir() == nullptr) GTEST_SKIP() << "worker: runs under DataParallel tests";
+  auto comm = Join();
+  // Expected: the sum of every rank's gradients, computed here alone.
+  FlatMlp reference;
+  for (int r = 0; r < comm->world_size(); ++r) reference.Backward(r);
+  FlatMlp model;
+  GradBuckets buckets(*comm, model.leaves, model.slots, model.grads,
+                      {.bucket_bytes = 16, .overlap = true});
+  EXPECT_GT(buckets.num_buckets(), 1u);
+  for (int pass = 0; pass < 2; ++pass) {  // the hooks re-arm
+    model.grads.zero_();
+    buckets.Arm();
+    model.Backward(comm->rank());
+    buckets.Finish();
+    EXPECT_TRUE(torch::allclose(model.grads, reference.grads, 1e-5, 1e-6)) << "pass " << pass;
+  }
+}
+
+TEST(DdpRank, SyncRowsSumsTouchedRowsOnBothPaths) {
+  if (TestDir() == nullptr) GTEST_SKIP() << "worker: runs under DataParallel tests";
+  auto comm = Join();
+  const int w = comm->world_size();
+  // Rank r touches ids {r, r + 3, 7} of each table, gradient rows id + r.
+  auto local = [](int r) {
+    const auto ids = torch::tensor({int64_t(r), int64_t(r + 3), int64_t(7)});
+    return RowGrads{ids, (ids.to(torch::kFloat) + r).unsqueeze(1).repeat({1, 4})};
+  };
+  std::vector<at::Tensor> all_ids, all_grads;
+  for (int r = 0; r < w; ++r) {
+    all_ids.push_back(local(r).ids);
+    all_grads.push_back(local(r).grads);
+  }
+  const RowGrads expected = CoalesceRows(torch::cat(all_ids), torch::cat(all_grads));
+  // Table 0 (8 rows <= world x 3 docs) goes dense, table 1 (10^6 rows) sparse.
+  const auto got = SyncRows(*comm, {local(comm->rank()), local(comm->rank())}, {8, 1000000}, 3);
+  for (const auto& g : got) {
+    EXPECT_TRUE(torch::equal(g.ids, expected.ids));
+    EXPECT_TRUE(torch::allclose(g.grads, expected.grads));
+  }
+}
+
+TEST(DdpRank, WrongJobTokenIsRefused) {
+  if (TestDir() == nullptr) GTEST_SKIP() << "worker: runs under DataParallel tests";
+  LaunchEnv env = DetectLaunchEnv();
+  env.num_nodes = 2;  // as if across hosts: the token is checked
+  const std::string token = env.rank == 1 ? "wrong" : "secret";
+  try {
+    Join(env, token);
+    ADD_FAILURE() << "joined with a wrong token in the job";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDist);
+    WriteFileAtomic(fs::path(TestDir()) / ("error." + std::to_string(env.rank)), e.Message());
+  }
+}
+
+TEST(DataParallel, BucketsAndRowSync) {
+  for (int world : {2, 3}) {
+    testing::TempDir dir;
+    EXPECT_TRUE(RunRanks(world, "DdpRank.Bucket*:DdpRank.SyncRows*", dir.path())) << world;
+  }
+}
+
+TEST(DataParallel, WrongTokenNamesTheRank) {
+  testing::TempDir dir;
+  ASSERT_TRUE(RunRanks(2, "DdpRank.WrongJobToken*", dir.path()));
+  for (int r : {0, 1}) {
+    const std::string msg = ReadFile(dir / ("error." + std::to_string(r)));
+    EXPECT_NE(msg.find("rank 1 was refused"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace topspin
