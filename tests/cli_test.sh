@@ -112,6 +112,33 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   grep -q '"ndcg@10"' "$tmp/e.json" && echo "ok: eval json" || { echo "FAIL: eval json"; failures=$((failures + 1)); }
   expect 0 "step 39" -- "$bin" eval "$tmp/straight/checkpoints/step-39" --data "$tmp/ds"
   expect 2 "config.yaml" -- "$bin" eval "$tmp"
+
+  # Data parallel: two local ranks; then a torchrun-style launch (RANK,
+  # WORLD_SIZE, MASTER_* by hand: a TCP store); then a rank killed mid-run
+  # fails the job, naming the rank, and leaves no process behind.
+  dist_args=(train "$src/configs/ranker-shop.yaml" --set data.train="$tmp/ds" --set data.valid=
+             --set model.top=32 --set pipeline.batch_size=16 --set train.torch_threads=1
+             --set pipeline.threads=1 --set dist.timeout_s=30 --set optim.warmup_steps=5)
+  expect 0 "trained       20 steps" -- "$bin" "${dist_args[@]}" --set train.steps=20 --nproc 2 \
+    --run-dir "$tmp/dp2"
+  port=$((20000 + RANDOM % 20000))
+  (RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" "${dist_args[@]}" \
+    --set train.steps=20 --run-dir "$tmp/tr" >"$tmp/tr1.log" 2>&1 &)
+  expect 0 "rank 0: torchrun: rank 0/2" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$port "$bin" "${dist_args[@]}" --set train.steps=20 --run-dir "$tmp/tr"
+  expect 2 "rank 0 of a torchrun job has no --run-dir" -- env RANK=0 WORLD_SIZE=2 "$bin" "${dist_args[@]}"
+  "$bin" "${dist_args[@]}" --set train.steps=1000000 --nproc 2 --run-dir "$tmp/dpk" >"$tmp/dpk.log" 2>&1 &
+  launcher=$!
+  sleep 4
+  kill -9 "$(pgrep -P "$launcher" | tail -1)"
+  wait "$launcher"
+  rc=$?
+  if [ "$rc" -ne 0 ] && grep -qE "the job failed: rank [01] was killed by signal 9" "$tmp/dpk.log" &&
+     ! pgrep -f "$tmp/dpk" >/dev/null; then
+    echo "ok: a killed rank fails the job, named, and nothing is left behind"
+  else
+    echo "FAIL: killed rank: exit $rc"; tail -5 "$tmp/dpk.log"; failures=$((failures + 1))
+  fi
 fi
 shard=$(ls "$tmp"/ds/*.tshard | head -1)
 printf '\xff\xff\xff\xff' | dd of="$shard" bs=1 seek=100 conv=notrunc status=none

@@ -13,6 +13,7 @@
 #include "topspin/data/checkpoint_store.h"
 #include "topspin/data/dataset.h"
 #include "topspin/data/gen_shop.h"
+#include "topspin/dist/spawn.h"
 #include "topspin/pipeline/shop_features.h"
 
 namespace topspin {
@@ -156,6 +157,69 @@ TEST(RankerTrainer, Bf16AutocastTrainsLikeFp32) {
   EXPECT_NE(FinalSha(fp32_run.path()), FinalSha(bf16_run.path()));
   EXPECT_NEAR(bf16.last_loss, fp32.last_loss, 0.02 * std::abs(fp32.last_loss));
   EXPECT_NEAR(bf16.valid_ndcg10, fp32.valid_ndcg10, 0.02);
+}
+
+// ---- data parallel: this binary runs DataParallelRank.* as ranks ----
+
+const char* RankDir() { return std::getenv("TOPSPIN_TEST_DIR"); }
+const std::vector<std::string> kDistSteps = {"train.steps=8", "train.log_every=1",
+                                             "train.eval_every=0", "train.checkpoint_every=0",
+                                             "data.valid="};
+
+TEST(DataParallelRank, Train) {
+  if (RankDir() == nullptr) GTEST_SKIP() << "worker: runs under RankerTrainer.DataParallel*";
+  RankerTrainOptions o{.run_dir = RankDir()};
+  o.launch = DetectLaunchEnv();
+  o.rendezvous.file_store = fs::path(RankDir()) / "store";
+  o.rendezvous.timeout = std::chrono::seconds(60);
+  TrainRanker(TestConfig(kDistSteps), o);
+}
+
+// Trains in `dir` with `world` ranks.
+void TrainWorld(int world, const fs::path& dir) {
+  if (world == 1) {
+    TrainRanker(TestConfig(kDistSteps), {.run_dir = dir});
+    return;
+  }
+  SpawnOptions o;
+  o.argv = {"/proc/self/exe", "--gtest_filter=DataParallelRank.Train"};
+  o.nproc = world;
+  o.grace_s = 5;
+  o.extra_env = {{"TOPSPIN_TEST_DIR", dir.string()}};
+  const SpawnResult r = SpawnAndSupervise(o);
+  ASSERT_EQ(r.exit_code, 0) << r.cause;
+}
+
+std::vector<double> Losses(const fs::path& run) {
+  std::ifstream in(run / "metrics.jsonl");
+  std::vector<double> out;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
+  }
+  return out;
+}
+
+TEST(RankerTrainer, DataParallelMatchesOneProcessAndRepeatsBitwise) {
+  testing::TempDir one, two, two_again, four;
+  TrainWorld(1, one.path());
+  TrainWorld(2, two.path());
+  TrainWorld(2, two_again.path());
+  TrainWorld(4, four.path());
+  // The same global batches at every world size: per-step losses agree to
+  // float rounding of the sums.
+  const auto reference = Losses(one.path());
+  ASSERT_EQ(reference.size(), 8u);
+  for (const auto* run : {&two, &four}) {
+    const auto losses = Losses(run->path());
+    ASSERT_EQ(losses.size(), reference.size());
+    for (size_t i = 0; i < losses.size(); ++i) {
+      EXPECT_NEAR(losses[i], reference[i], 1e-5 * std::abs(reference[i])) << "step " << i + 1;
+    }
+  }
+  // The same world twice: bitwise the same parameters.
+  EXPECT_EQ(FinalSha(two.path()), FinalSha(two_again.path()));
+  EXPECT_EQ(Losses(two.path()), Losses(two_again.path()));
 }
 
 TEST(RankerTrainer, DivergenceStopsAfterMaxBadSteps) {
