@@ -63,6 +63,17 @@ struct TrainRankerBenchOptions {
   uint64_t seed = 1;
 };
 
+struct DistBenchOptions {
+  std::filesystem::path scratch;
+  uint64_t queries = 20000;
+  int batch = 64;    // global batch, lists
+  int steps = 600;
+};
+
+// The ranker at world 1 and 2 on this host (`topspin train --nproc`):
+// docs/s, scaling, exposed sync share with and without overlap.
+BenchTable RunDistBench(const DistBenchOptions& options);
+
 // Our ranker training against the same model in PyTorch (docs/s, NDCG@10)
 // and XGBoost rank:ndcg (NDCG@10), plus our compute floor. Needs LibTorch.
 BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& options);

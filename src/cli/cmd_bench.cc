@@ -125,6 +125,24 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   ranker_cmd->callback([] { Report(RunTrainRankerBench(ranker), args); });
 
+  static DistBenchOptions dist;
+  dist.scratch = data.scratch;
+  auto* dist_cmd = bench->add_subcommand(
+      "dist", "Ranker data parallel at world 1 and 2: docs/s, scaling, exposed sync share");
+  dist_cmd->add_option("--json", args.json_path, "also write the table as JSON to this file");
+  dist_cmd->add_option("--queries", dist.queries, "training queries")
+      ->check(CLI::Range(uint64_t{100}, uint64_t{100000000}))
+      ->capture_default_str();
+  dist_cmd->add_option("--batch", dist.batch, "global batch in lists")
+      ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
+  dist_cmd->add_option("--steps", dist.steps, "steps per run")
+      ->check(CLI::Range(10, 1000000))
+      ->capture_default_str();
+  dist_cmd->add_option("--scratch", dist.scratch, "where inputs are generated")
+      ->capture_default_str();
+  dist_cmd->callback([] { Report(RunDistBench(dist), args); });
+
   static OrderBenchOptions order;
   auto* order_cmd = bench->add_subcommand(
       "order", "Shuffle quality of none/block/global orders vs std::shuffle, and lookup speed");

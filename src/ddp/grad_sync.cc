@@ -110,33 +110,79 @@ RowGrads CoalesceRows(const at::Tensor& ids, const at::Tensor& grads) {
   return {unique, summed};
 }
 
+namespace {
+
+// Rows of several tables as one float32 tensor [U, D + 2]: columns 0-1 hold
+// the bits of the int64 global id (table offset + id), the rest the
+// gradient. One all-gather then moves every table.
+at::Tensor PackRows(const std::vector<RowGrads>& local, const std::vector<size_t>& tables,
+                    const std::vector<int64_t>& offsets, int64_t d) {
+  std::vector<at::Tensor> parts;
+  for (size_t c : tables) {
+    const int64_t u = local[c].ids.size(0);
+    auto part = torch::empty({u, d + 2}, torch::kFloat);
+    const auto gid = (local[c].ids + offsets[c]).contiguous();
+    part.narrow(1, 0, 2).copy_(gid.view(torch::kFloat).view({u, 2}));
+    part.narrow(1, 2, d).copy_(local[c].grads);
+    parts.push_back(part);
+  }
+  return parts.empty() ? torch::empty({0, d + 2}, torch::kFloat) : torch::cat(parts);
+}
+
+}  // namespace
+
 std::vector<RowGrads> SyncRows(Comm& comm, const std::vector<RowGrads>& local,
                                const std::vector<int64_t>& table_rows, int64_t docs_per_rank) {
   std::vector<RowGrads> out(local.size());
-  // Dense tables first: their all-reduces run while the sparse ones gather.
-  std::vector<at::Tensor> dense(local.size());
-  std::vector<CommWork> work(local.size());
+  if (local.empty()) return out;
+  const int64_t d = local[0].grads.size(1);
+  std::vector<size_t> dense, sparse;
+  std::vector<int64_t> offsets(local.size());
+  int64_t dense_numel = 0, sparse_rows = 0;
   for (size_t c = 0; c < local.size(); ++c) {
-    if (table_rows[c] > comm.world_size() * docs_per_rank) continue;
-    const int64_t d = local[c].grads.size(1);
-    // [rows, D + 1]: the gradient sums and, in the last column, touch counts.
-    dense[c] = torch::zeros({table_rows[c], d + 1}, local[c].grads.options());
-    dense[c].narrow(1, 0, d).index_add_(0, local[c].ids, local[c].grads);
-    dense[c].select(1, d).index_fill_(0, local[c].ids, 1.0f);
-    work[c] = comm.AllReduceSumAsync(dense[c]);
+    if (local[c].grads.size(1) != d) throw InternalError("SyncRows: tables of different widths");
+    if (table_rows[c] <= comm.world_size() * docs_per_rank) {
+      offsets[c] = dense_numel;
+      dense_numel += table_rows[c] * (d + 1);
+      dense.push_back(c);
+    } else {
+      offsets[c] = sparse_rows;
+      sparse_rows += table_rows[c];
+      sparse.push_back(c);
+    }
   }
-  for (size_t c = 0; c < local.size(); ++c) {
-    if (dense[c].defined()) continue;
-    const auto ids = comm.AllGatherRows(local[c].ids);
-    const auto grads = comm.AllGatherRows(local[c].grads);
-    out[c] = CoalesceRows(torch::cat(ids), torch::cat(grads));
+  // Small tables: one all-reduce of [rows, D + 1] per table laid end to end
+  // (gradient sums and, in the last column, touch counts); it runs while
+  // the large tables' rows are gathered.
+  at::Tensor summed;
+  CommWork work;
+  if (!dense.empty()) {
+    summed = torch::zeros({dense_numel}, torch::kFloat);
+    for (size_t c : dense) {
+      auto table = summed.narrow(0, offsets[c], table_rows[c] * (d + 1)).view({table_rows[c], d + 1});
+      table.narrow(1, 0, d).index_add_(0, local[c].ids, local[c].grads);
+      table.select(1, d).index_fill_(0, local[c].ids, 1.0f);
+    }
+    work = comm.AllReduceSumAsync(summed);
   }
-  for (size_t c = 0; c < local.size(); ++c) {
-    if (!dense[c].defined()) continue;
-    work[c].Wait();
-    const int64_t d = dense[c].size(1) - 1;
-    const auto ids = dense[c].select(1, d).nonzero().flatten();
-    out[c] = {ids, dense[c].narrow(1, 0, d).index_select(0, ids)};
+  if (!sparse.empty()) {
+    const auto gathered = torch::cat(comm.AllGatherRows(PackRows(local, sparse, offsets, d)));
+    const int64_t n = gathered.size(0);
+    const auto gid = gathered.narrow(1, 0, 2).contiguous().view(torch::kLong).view({n});
+    const auto grads = gathered.narrow(1, 2, d);
+    for (size_t c : sparse) {
+      const auto mine = ((gid >= offsets[c]) & (gid < offsets[c] + table_rows[c])).nonzero().flatten();
+      out[c] = CoalesceRows(gid.index_select(0, mine) - offsets[c], grads.index_select(0, mine));
+    }
+  }
+  if (!dense.empty()) {
+    work.Wait();
+    for (size_t c : dense) {
+      const auto table =
+          summed.narrow(0, offsets[c], table_rows[c] * (d + 1)).view({table_rows[c], d + 1});
+      const auto ids = table.select(1, d).nonzero().flatten();
+      out[c] = {ids, table.narrow(1, 0, d).index_select(0, ids)};
+    }
   }
   return out;
 }

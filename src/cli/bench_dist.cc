@@ -1,0 +1,95 @@
+// bench dist: the ranker trained by 1 and 2 local ranks (Gloo), with the
+// gradient all-reduce overlapped with backward and without: throughput,
+// scaling efficiency and the exposed sync share of rank 0's step. Each case
+// is a `topspin train` run of this binary, so launch, rendezvous and
+// supervision are part of what is measured.
+#include <unistd.h>
+
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "cli/benches.h"
+#include "cli/run_command.h"
+#include "topspin/core/error.h"
+#include "topspin/core/files.h"
+#include "topspin/data/gen_shop.h"
+#include "topspin/pipeline/shop_features.h"
+
+namespace topspin::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DistRun {
+  double docs_per_s = 0;
+  double sync_share = 0;  // of rank 0's phase time
+};
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw IoError("cannot resolve /proc/self/exe", {.file = "/proc/self/exe"});
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool overlap) {
+  fs::remove_all(run);
+  const std::string cmd =
+      fmt::format("'{}' train '{}' --nproc {} --run-dir '{}' --set dist.overlap={} 2>&1",
+                  SelfExe(), config.string(), world, run.string(), overlap ? "true" : "false");
+  const CommandResult r = RunCommand(cmd);
+  std::smatch m;
+  static const std::regex docs(R"(trained +\d+ steps.*?, ([0-9.]+) docs/s)");
+  if (r.status != 0 || !std::regex_search(r.output, m, docs)) {
+    throw Error(ErrorKind::kInternal, fmt::format("bench dist: `{}` failed:\n{}", cmd, r.output));
+  }
+  DistRun out{.docs_per_s = std::stod(m[1])};
+  static const std::regex sync(R"(sync ([0-9.]+)%)");
+  if (std::regex_search(r.output, m, sync)) out.sync_share = std::stod(m[1]) / 100;
+  return out;
+}
+
+std::string YamlList(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (const auto& i : items) out += fmt::format("{}\"{}\"", out.size() > 1 ? ", " : "", i);
+  return out + "]";
+}
+
+}  // namespace
+
+BenchTable RunDistBench(const DistBenchOptions& o) {
+  fs::create_directories(o.scratch);
+  const fs::path data = o.scratch / "bench-dist-train", config = o.scratch / "bench-dist.yaml";
+  fs::remove_all(data);
+  WriteShopShards(data, ShopOptions{.queries = o.queries, .seed = 1});
+  // One thread per rank for the pipeline and for LibTorch: 2 ranks fill the
+  // 2 cores the way 1 rank with 2 threads would.
+  WriteFileAtomic(config, fmt::format(R"yaml(
+run: {{seed: 1}}
+data: {{train: "{}"}}
+pipeline: {{threads: 1, batch_size: {}, shuffle: global, dense: {}, sparse: {}}}
+model: {{embedding_dim: 16, bottom: "64", top: "128,64", loss: softmax}}
+optim: {{lr: 0.003, schedule: constant, warmup_steps: 0, sparse: adagrad, sparse_lr: 0.05}}
+train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_threads: 1}}
+)yaml",
+                                      data.string(), o.batch, YamlList(ShopDenseChains()),
+                                      YamlList(ShopSparseChains()), o.steps));
+  const DistRun one = RunTrain(config, o.scratch / "bench-dist-w1", 1, true);
+  const DistRun two = RunTrain(config, o.scratch / "bench-dist-w2", 2, true);
+  const DistRun two_serial = RunTrain(config, o.scratch / "bench-dist-w2s", 2, false);
+  BenchTable t{"dist",
+               fmt::format("ranker (shop features, 4 x 2^18 x 16 tables), global batch {} lists, "
+                           "{} steps, 1 pipeline + 1 LibTorch thread per rank, Gloo over a file "
+                           "store on this host; sync = rank 0's time blocked on gradient exchange",
+                           o.batch, o.steps),
+               {}};
+  t.rows.push_back({"world 2 throughput", two.docs_per_s, "world 1", one.docs_per_s, "docs/s"});
+  t.rows.push_back({"world 2 sync share, overlapped", 100 * two.sync_share, "not overlapped",
+                    100 * two_serial.sync_share, "% of step"});
+  t.rows.push_back({"world 2 throughput, overlapped", two.docs_per_s, "not overlapped",
+                    two_serial.docs_per_s, "docs/s"});
+  return t;
+}
+
+}  // namespace topspin::cli
