@@ -102,7 +102,8 @@ inline void ExpectParallelMatchesSerial(const std::filesystem::path& path,
   for (const size_t range : ranges) {
     SCOPED_TRACE(range);
     auto one = OpenImporter({path}, options, {.threads = 1, .range_bytes = range});
-    auto parallel = OpenImporter({path}, options, {.threads = threads, .range_bytes = range});
+    auto parallel = OpenImporter(
+        {path}, options, {.threads = static_cast<size_t>(threads), .range_bytes = range});
     const Imported by_one = ImportAll(*one);
     const Imported got = ImportAll(*parallel);
     ASSERT_EQ(got.chunks.size(), by_one.chunks.size());
