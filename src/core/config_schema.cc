@@ -308,6 +308,14 @@ Schema BuildSchema() {
             .default_value = true,
             .doc = "overlap bucket all-reduces with backward (false: all after backward)",
             .hashed = false})
+      .Add({.key = "dist.zero",
+            .type = VT::kInt,
+            .default_value = int64_t{0},
+            .min = 0,
+            .max = 1,
+            .doc = "1: shard the dense optimizer state over ranks (ZeRO-1); results are bitwise "
+                   "those of 0",
+            .hashed = false})
       .Add({.key = "dist.token_file",
             .type = VT::kString,
             .default_value = std::string(""),

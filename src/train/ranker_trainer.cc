@@ -187,16 +187,20 @@ Checkpoint LoadCheckpointDir(const fs::path& dir) {
   return CheckpointStore(dir.parent_path()).Load(step);
 }
 
-// Copies checkpoint tensor `name` into the live tensor `t` (same size).
-void CopyFromCheckpoint(const SafetensorsFile& file, const std::string& name, torch::Tensor& t) {
+// Copies checkpoint tensor `name` into the live tensor `t`: elements
+// [offset, offset + t.numel()) of a saved tensor of `saved_numel` elements
+// (by default the same size as t).
+void CopyFromCheckpoint(const SafetensorsFile& file, const std::string& name, torch::Tensor& t,
+                        int64_t offset = 0, int64_t saved_numel = -1) {
   const TensorView* v = file.Find(name);
-  if (v == nullptr || v->bytes.size() != t.nbytes()) {
+  if (saved_numel < 0) saved_numel = t.numel();
+  if (v == nullptr || v->bytes.size() != size_t(saved_numel) * t.element_size()) {
     throw DataError(fmt::format("checkpoint tensor \"{}\" is missing or has the wrong size", name),
                     ErrorWhere{.file = file.path().string(), .field = name},
                     "the checkpoint was written by a different model configuration (model.* or "
                     "pipeline.* differ from the run's config.yaml)");
   }
-  std::memcpy(t.data_ptr(), v->bytes.data(), v->bytes.size());
+  std::memcpy(t.data_ptr(), v->bytes.data() + offset * t.element_size(), t.nbytes());
 }
 
 // The name of embedding table c in checkpoints.
@@ -230,8 +234,17 @@ class Trainer {
     ranker_ = std::make_unique<Ranker>(ModelOptions(config, *train_));
     flat_ = std::make_unique<FlatParams>(ranker_->dense_module());
     const OptimConfig optim = OptimConfig::From(config);
+    // ZeRO-1: each rank keeps the optimizer state of one contiguous shard
+    // of the flat buffer, updates that shard and all-gathers the rest.
+    zero1_ = comm_ && config.GetInt("dist.zero") >= 1;
+    shard_numel_ = flat_->numel();
+    if (zero1_) {
+      const int64_t per = (flat_->numel() + env.world_size - 1) / env.world_size;
+      shard_offset_ = std::min(flat_->numel(), per * env.rank);
+      shard_numel_ = std::min(per, flat_->numel() - shard_offset_);
+    }
     dense_opt_ = std::make_unique<DenseOptimizer>(
-        flat_->numel(),
+        shard_numel_,
         DenseOptimizer::Options{
             .kind = optim.name == "sgd" ? DenseOptimizer::Kind::kSgd : DenseOptimizer::Kind::kAdamW,
             .beta1 = optim.beta1,
@@ -307,17 +320,18 @@ class Trainer {
       if (stop_) {
         spdlog::warn("stop requested: checkpointing step {} and stopping", step_);
         result_.stopped = true;
-        if (leader()) SaveCheckpoint();
+        CheckpointAllRanks();
         break;
       }
       const bool last = step_ == steps;
-      if (!leader()) continue;
-      if ((eval_every > 0 && step_ % eval_every == 0) || last) Evaluate();
-      if ((ckpt_every > 0 && step_ % ckpt_every == 0) || last) SaveCheckpoint();
+      if (leader() && ((eval_every > 0 && step_ % eval_every == 0) || last)) Evaluate();
+      if ((ckpt_every > 0 && step_ % ckpt_every == 0) || last) CheckpointAllRanks();
     }
     progress.Finish();
     sinks_.Flush();
     result_.step = step_;
+    result_.dense_params = flat_->numel();
+    for (const auto& t : dense_opt_->state()) result_.dense_optimizer_bytes += t.nbytes();
     // Training throughput: wall time less evaluation and checkpoints.
     const double busy = std::chrono::duration<double>(Clock::now() - started).count() -
                         result_.phase_s["eval"] - result_.phase_s["checkpoint"];
@@ -417,7 +431,15 @@ class Trainer {
     const double lr = schedule_.At(step_);
     const double sparse_lr = config_.GetFloat("optim.sparse_lr") *
                              (schedule_.peak_lr() > 0 ? lr / schedule_.peak_lr() : 1.0);
-    dense_opt_->Step(flat_->params(), flat_->grads(), lr);
+    at::Tensor shard = flat_->params().narrow(0, shard_offset_, shard_numel_);
+    dense_opt_->Step(shard, flat_->grads().narrow(0, shard_offset_, shard_numel_), lr);
+    if (zero1_) {  // the gather is sync time, not optimizer time
+      const auto start = Clock::now();
+      flat_->params().copy_(torch::cat(comm_->AllGatherRows(shard)));
+      const double gather_s = std::chrono::duration<double>(Clock::now() - start).count();
+      phase["sync"] += gather_s;
+      phase["optimizer"] -= gather_s;
+    }
     for (size_t c = 0; c < tables; ++c) {
       sparse_opts_[c].Step(ranker_->tables()[c], rows[c].ids, rows[c].grads, sparse_lr);
     }
@@ -455,7 +477,20 @@ class Trainer {
     return out;
   }
 
-  void SaveCheckpoint() {
+  // Every rank calls this at a checkpoint step: with ZeRO-1 the optimizer
+  // state shards are gathered (a collective) so the checkpoint holds the
+  // whole state and loads at any world size. Rank 0 writes it.
+  void CheckpointAllRanks() {
+    auto state = StateTensors();
+    if (zero1_) {
+      for (auto& [name, t] : state) {
+        if (name.starts_with("dense.opt")) t = torch::cat(comm_->AllGatherRows(t));
+      }
+    }
+    if (leader()) SaveCheckpoint(state);
+  }
+
+  void SaveCheckpoint(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
     PhaseTimer timer(result_.phase_s["checkpoint"]);
     // A checkpoint of this step exists when this run resumed from an older
     // one (the newer was damaged, or the run died after writing it): the
@@ -468,7 +503,6 @@ class Trainer {
       fs::remove_all(doomed);
     }
     CheckpointWriter w = store_.Begin(static_cast<uint64_t>(step_));
-    const auto state = StateTensors();
     std::vector<SafetensorsTensor> views;
     for (const auto& [name, t] : state) views.push_back(View(name, t));
     w.AddFileWith("model.safetensors",
@@ -516,7 +550,12 @@ class Trainer {
           "shows what a config hashes to");
     }
     const SafetensorsFile file = SafetensorsFile::Open(c.FilePath("model.safetensors"));
-    for (auto& [name, t] : StateTensors()) CopyFromCheckpoint(file, name, t);
+    for (auto& [name, t] : StateTensors()) {
+      // A sharded optimizer state takes its shard of the whole state saved.
+      const bool sharded = zero1_ && name.starts_with("dense.opt");
+      CopyFromCheckpoint(file, name, t, sharded ? shard_offset_ : 0,
+                         sharded ? flat_->numel() : t.numel());
+    }
     step_ = meta.at("step").get<int64_t>();
     // StateTensors() are the live tensors: the copies above restored them.
     const auto optimizer_steps = meta.at("dense_steps").get<int64_t>();
@@ -542,6 +581,8 @@ class Trainer {
   std::vector<SparseOptimizer> sparse_opts_;
   std::unique_ptr<Comm> comm_;  // several ranks only
   std::unique_ptr<GradBuckets> buckets_;
+  bool zero1_ = false;                         // dist.zero >= 1 with several ranks
+  int64_t shard_offset_ = 0, shard_numel_ = 0;  // this rank's dense optimizer shard
   std::vector<int64_t> table_rows_;
   int64_t docs_per_rank_ = 0;
   bool stop_ = false;

@@ -1,6 +1,7 @@
 #include "topspin/train/ranker_trainer.h"
 
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -10,6 +11,8 @@
 #include "core/test_util.h"
 #include "topspin/core/config_schema.h"
 #include "topspin/core/error.h"
+#include "topspin/core/files.h"
+#include "topspin/core/strings.h"
 #include "topspin/data/checkpoint_store.h"
 #include "topspin/data/dataset.h"
 #include "topspin/data/gen_shop.h"
@@ -25,6 +28,13 @@ struct Data {
   testing::TempDir dir;
   fs::path train = dir / "train", valid = dir / "valid";
   Data() {
+    // Ranks of the data-parallel tests read their parent's data (the same
+    // paths, so the same config hash).
+    if (const char* parent = std::getenv("TOPSPIN_TEST_DATA"); parent != nullptr) {
+      train = fs::path(parent) / "train";
+      valid = fs::path(parent) / "valid";
+      return;
+    }
     DatasetWriterOptions w;
     w.row_group_rows = 2000;
     WriteShopShards(train, ShopOptions{.queries = 400, .seed = 1, .threads = 1}, w);
@@ -166,17 +176,29 @@ const std::vector<std::string> kDistSteps = {"train.steps=8", "train.log_every=1
                                              "train.eval_every=0", "train.checkpoint_every=0",
                                              "data.valid="};
 
+// Extra overrides for the ranks, ';'-separated in TOPSPIN_TEST_SET.
+std::vector<std::string> RankOverrides() {
+  std::vector<std::string> out = kDistSteps;
+  if (const char* extra = std::getenv("TOPSPIN_TEST_SET"); extra != nullptr && *extra) {
+    for (const auto& kv : Split(extra, ';')) out.push_back(kv);
+  }
+  return out;
+}
+
 TEST(DataParallelRank, Train) {
   if (RankDir() == nullptr) GTEST_SKIP() << "worker: runs under RankerTrainer.DataParallel*";
   RankerTrainOptions o{.run_dir = RankDir()};
   o.launch = DetectLaunchEnv();
   o.rendezvous.file_store = fs::path(RankDir()) / "store";
   o.rendezvous.timeout = std::chrono::seconds(60);
-  TrainRanker(TestConfig(kDistSteps), o);
+  const auto r = TrainRanker(TestConfig(RankOverrides()), o);
+  // What the parent checks: P and this rank's optimizer state.
+  WriteFileAtomic(fs::path(RankDir()) / fmt::format("memory.{}", o.launch.rank),
+                  fmt::format("{} {}", r.dense_params, r.dense_optimizer_bytes));
 }
 
-// Trains in `dir` with `world` ranks.
-void TrainWorld(int world, const fs::path& dir) {
+// Trains in `dir` with `world` ranks (`extra`: more overrides, ';'-separated).
+void TrainWorld(int world, const fs::path& dir, const std::string& extra = "") {
   if (world == 1) {
     TrainRanker(TestConfig(kDistSteps), {.run_dir = dir});
     return;
@@ -185,7 +207,9 @@ void TrainWorld(int world, const fs::path& dir) {
   o.argv = {"/proc/self/exe", "--gtest_filter=DataParallelRank.Train"};
   o.nproc = world;
   o.grace_s = 5;
-  o.extra_env = {{"TOPSPIN_TEST_DIR", dir.string()}};
+  o.extra_env = {{"TOPSPIN_TEST_DIR", dir.string()},
+                 {"TOPSPIN_TEST_SET", extra},
+                 {"TOPSPIN_TEST_DATA", SharedData().dir.path().string()}};
   const SpawnResult r = SpawnAndSupervise(o);
   ASSERT_EQ(r.exit_code, 0) << r.cause;
 }
@@ -220,6 +244,48 @@ TEST(RankerTrainer, DataParallelMatchesOneProcessAndRepeatsBitwise) {
   // The same world twice: bitwise the same parameters.
   EXPECT_EQ(FinalSha(two.path()), FinalSha(two_again.path()));
   EXPECT_EQ(Losses(two.path()), Losses(two_again.path()));
+}
+
+// (P, optimizer bytes) that rank `rank` of a run reported.
+std::pair<int64_t, int64_t> RankMemory(const fs::path& run, int rank) {
+  std::istringstream in(ReadFile(run / fmt::format("memory.{}", rank)));
+  std::pair<int64_t, int64_t> out;
+  in >> out.first >> out.second;
+  return out;
+}
+
+TEST(RankerTrainer, Zero1MatchesDataParallelBitwiseAndShardsTheState) {
+  testing::TempDir plain, zero, resumed;
+  TrainWorld(2, plain.path());
+  TrainWorld(4, zero.path(), "dist.zero=1");
+  TrainWorld(2, resumed.path(), "dist.zero=1;train.checkpoint_every=4");
+  // Sharding the optimizer changes where the update runs, not what it is:
+  // the whole saved state (parameters, gathered moments, tables) is bitwise
+  // that of plain data parallel, at world 2 and world 4.
+  EXPECT_EQ(FinalSha(plain.path()), FinalSha(resumed.path()));
+  EXPECT_EQ(Losses(plain.path()), Losses(resumed.path()));
+  const auto loss3 = Losses(zero.path()), loss2 = Losses(plain.path());
+  ASSERT_EQ(loss3.size(), loss2.size());
+  for (size_t i = 0; i < loss2.size(); ++i) EXPECT_NEAR(loss3[i], loss2[i], 1e-5 * loss2[i]);
+  // Per-rank AdamW state: 8P bytes without ZeRO, 8P / world with it (the
+  // ZeRO-1 formula) within 5%; the shards cover P exactly.
+  const auto [p, full] = RankMemory(plain.path(), 0);
+  EXPECT_EQ(full, 8 * p);
+  int64_t covered = 0;
+  for (int r = 0; r < 4; ++r) {
+    const auto [p4, bytes] = RankMemory(zero.path(), r);
+    EXPECT_EQ(p4, p);
+    if (r < 3) EXPECT_NEAR(double(bytes), 8.0 * double(p) / 4, 0.05 * 8.0 * double(p) / 4);
+    covered += bytes;
+  }
+  EXPECT_EQ(covered, 8 * p);
+  // A sharded run's checkpoint (step 4) resumes in one process, another
+  // world size, and finishes like the world-2 run.
+  fs::remove_all(resumed / "checkpoints" / "step-8");
+  const auto more = TrainRanker(TestConfig(kDistSteps), {.run_dir = resumed.path(), .resume = "auto"});
+  EXPECT_EQ(more.resumed_from, 4);
+  EXPECT_EQ(more.step, 8);
+  EXPECT_NEAR(more.last_loss, loss2.back(), 1e-5 * loss2.back());
 }
 
 TEST(RankerTrainer, DivergenceStopsAfterMaxBadSteps) {

@@ -53,6 +53,8 @@ struct RankerTrainOptions {
   // buckets overlapped with backward, embedding rows sparsely), and the
   // loss is the global batch's: the run does not depend on how the batch
   // was split. Rank 0 alone writes metrics, evaluates and checkpoints.
+  // dist.zero 1 shards the dense optimizer state (ZeRO-1); checkpoints hold
+  // the whole state and load at any world size.
   LaunchEnv launch;
   RendezvousOptions rendezvous;
 };
@@ -65,6 +67,10 @@ struct RankerTrainResult {
   double docs_per_s = 0;             // training documents per second in this process
   int64_t skipped_steps = 0;         // non-finite steps skipped
   bool stopped = false;              // ended early by stop_requested
+  int64_t dense_params = 0;          // P, elements of the flat parameter buffer
+  // This rank's dense optimizer state: 8P bytes for AdamW, 8P/world with
+  // dist.zero 1 (ZeRO-1), rounded up to whole shards.
+  int64_t dense_optimizer_bytes = 0;
   std::filesystem::path checkpoint;  // the last checkpoint written
   // Wall seconds of this process by phase: data_wait (blocked on the input
   // pipeline), forward, backward, sync (waiting for gradient exchange that
