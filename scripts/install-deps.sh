@@ -19,6 +19,7 @@ build_packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libzstd-dev libxxhash-dev libsentencepiece-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  iproute2  # tests/cli_test.sh: the two-host test in network namespaces
 )
 # Peers measured by `topspin bench` in the same run.
 bench_packages=(python3 python3-torch python3-numpy python3-pandas python3-xgboost)

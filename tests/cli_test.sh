@@ -139,6 +139,45 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   else
     echo "FAIL: killed rank: exit $rc"; tail -5 "$tmp/dpk.log"; failures=$((failures + 1))
   fi
+
+  # Two hosts: one rank in each of two network namespaces joined by a veth
+  # pair, over TCP with a job token; then a host with the wrong token is
+  # refused by name. Needs root and iproute2; skipped otherwise.
+  ns="ts$$"
+  if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null &&
+     ip netns add "${ns}a" 2>/dev/null && ip netns add "${ns}b" 2>/dev/null &&
+     ip link add "${ns}va" type veth peer name "${ns}vb" 2>/dev/null &&
+     ip link set "${ns}va" netns "${ns}a" && ip link set "${ns}vb" netns "${ns}b" &&
+     ip -n "${ns}a" addr add 10.77.0.1/24 dev "${ns}va" && ip -n "${ns}b" addr add 10.77.0.2/24 dev "${ns}vb" &&
+     ip -n "${ns}a" link set "${ns}va" up && ip -n "${ns}b" link set "${ns}vb" up &&
+     ip -n "${ns}a" link set lo up && ip -n "${ns}b" link set lo up; then
+    host() {  # host A|B TOKEN PORT LOG: node rank 0 (A) or 1 (B) of a two-host job
+      local side=$1 node=0; [ "$1" = b ] && node=1
+      ip netns exec "${ns}$side" env GLOO_SOCKET_IFNAME="${ns}v$side" TOPSPIN_JOB_TOKEN="$2" \
+        "$bin" "${dist_args[@]}" --set train.steps=20 --nproc 1 --nnodes 2 --node-rank $node \
+        --master-addr 10.77.0.1 --master-port "$3" --run-dir "$tmp/hosts-$3" >"$4" 2>&1
+    }
+    port=$((20000 + RANDOM % 20000))
+    host b s3cret "$port" "$tmp/host-b.log" & other=$!
+    host a s3cret "$port" "$tmp/host-a.log"; rc_a=$?; wait "$other"; rc_b=$?
+    if [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ] && grep -q "trained       20 steps" "$tmp/host-a.log"; then
+      echo "ok: two hosts (network namespaces) train over TCP"
+    else
+      echo "FAIL: two hosts: exits $rc_a, $rc_b"; tail -n 3 "$tmp/host-a.log" "$tmp/host-b.log"
+      failures=$((failures + 1))
+    fi
+    port=$((port + 1))
+    host b wrong "$port" "$tmp/host-b.log" & other=$!
+    host a s3cret "$port" "$tmp/host-a.log"; rc_a=$?; wait "$other"; rc_b=$?
+    if [ "$rc_a" -ne 0 ] && [ "$rc_b" -ne 0 ] && grep -q "rank 1 was refused" "$tmp/host-a.log"; then
+      echo "ok: a host with the wrong job token is refused by name"
+    else
+      echo "FAIL: wrong token: exits $rc_a, $rc_b"; tail -n 3 "$tmp/host-a.log"; failures=$((failures + 1))
+    fi
+  else
+    echo "skip: two-host test (needs root and iproute2 network namespaces)"
+  fi
+  ip netns del "${ns}a" 2>/dev/null; ip netns del "${ns}b" 2>/dev/null
 fi
 shard=$(ls "$tmp"/ds/*.tshard | head -1)
 printf '\xff\xff\xff\xff' | dd of="$shard" bs=1 seek=100 conv=notrunc status=none
