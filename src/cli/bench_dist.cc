@@ -23,7 +23,9 @@ namespace fs = std::filesystem;
 
 struct DistRun {
   double docs_per_s = 0;
-  double sync_share = 0;  // of rank 0's phase time
+  double sync_share = 0;        // of rank 0's phase time
+  double optimizer_bytes = 0;   // rank 0's dense optimizer state
+  double params = 0;            // P
 };
 
 std::string SelfExe() {
@@ -33,11 +35,12 @@ std::string SelfExe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool overlap) {
+DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool overlap,
+                 int zero = 0) {
   fs::remove_all(run);
-  const std::string cmd =
-      fmt::format("'{}' train '{}' --nproc {} --run-dir '{}' --set dist.overlap={} 2>&1",
-                  SelfExe(), config.string(), world, run.string(), overlap ? "true" : "false");
+  const std::string cmd = fmt::format(
+      "'{}' train '{}' --nproc {} --run-dir '{}' --set dist.overlap={} --set dist.zero={} 2>&1",
+      SelfExe(), config.string(), world, run.string(), overlap ? "true" : "false", zero);
   const CommandResult r = RunCommand(cmd);
   std::smatch m;
   static const std::regex docs(R"(trained +\d+ steps.*?, ([0-9.]+) docs/s)");
@@ -47,6 +50,11 @@ DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool ov
   DistRun out{.docs_per_s = std::stod(m[1])};
   static const std::regex sync(R"(sync ([0-9.]+)%)");
   if (std::regex_search(r.output, m, sync)) out.sync_share = std::stod(m[1]) / 100;
+  static const std::regex memory(R"(optimizer state (\d+) bytes per rank \((\d+) parameters)");
+  if (std::regex_search(r.output, m, memory)) {
+    out.optimizer_bytes = std::stod(m[1]);
+    out.params = std::stod(m[2]);
+  }
   return out;
 }
 
@@ -78,6 +86,7 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   const DistRun one = RunTrain(config, o.scratch / "bench-dist-w1", 1, true);
   const DistRun two = RunTrain(config, o.scratch / "bench-dist-w2", 2, true);
   const DistRun two_serial = RunTrain(config, o.scratch / "bench-dist-w2s", 2, false);
+  const DistRun zero1 = RunTrain(config, o.scratch / "bench-dist-w2z1", 2, true, 1);
   BenchTable t{"dist",
                fmt::format("ranker (shop features, 4 x 2^18 x 16 tables), global batch {} lists, "
                            "{} steps, 1 pipeline + 1 LibTorch thread per rank, Gloo over a file "
@@ -89,6 +98,13 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                     100 * two_serial.sync_share, "% of step"});
   t.rows.push_back({"world 2 throughput, overlapped", two.docs_per_s, "not overlapped",
                     two_serial.docs_per_s, "docs/s"});
+  // AdamW keeps two fp32 moments: 8P bytes per rank, 8P / world with ZeRO-1.
+  t.rows.push_back({"ZeRO-0 optimizer state, rank 0", two.optimizer_bytes, "formula 8P",
+                    8 * two.params, "bytes"});
+  t.rows.push_back({"ZeRO-1 optimizer state, rank 0", zero1.optimizer_bytes, "formula 8P/2",
+                    8 * zero1.params / 2, "bytes"});
+  t.rows.push_back({"world 2 throughput, ZeRO-1", zero1.docs_per_s, "ZeRO-0", two.docs_per_s,
+                    "docs/s"});
   return t;
 }
 

@@ -196,6 +196,9 @@ void RunTrain(const TrainArgs& args) {
       r.skipped_steps > 0 ? fmt::format(", {} non-finite steps skipped", r.skipped_steps) : "");
   if (!std::isnan(r.valid_ndcg10)) fmt::print("valid         NDCG@10 {:.4f}\n", r.valid_ndcg10);
   fmt::print("phases        {}\n", DescribePhases(r));
+  fmt::print("memory        dense optimizer state {} bytes per rank ({} parameters{})\n",
+             r.dense_optimizer_bytes, r.dense_params,
+             env.world_size > 1 && config.GetInt("dist.zero") >= 1 ? ", ZeRO-1" : "");
   fmt::print("checkpoint    {}\n", r.checkpoint.string());
 #else
   (void)args;
