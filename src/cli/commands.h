@@ -17,6 +17,7 @@ void RegisterTokenizer(CLI::App& app);
 void RegisterPipeline(CLI::App& app);
 void RegisterTrain(CLI::App& app);
 void RegisterEval(CLI::App& app);
+void RegisterProfile(CLI::App& app);
 void RegisterBench(CLI::App& app);
 
 }  // namespace topspin::cli

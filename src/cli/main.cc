@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   cli::RegisterPipeline(app);
   cli::RegisterTrain(app);
   cli::RegisterEval(app);
+  cli::RegisterProfile(app);
   cli::RegisterBench(app);
 
   try {

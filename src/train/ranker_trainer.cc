@@ -27,6 +27,8 @@
 #include "topspin/model/rank_metrics.h"
 #include "topspin/model/ranker.h"
 #include "topspin/perf/metrics_sink.h"
+#include "topspin/perf/profile.h"
+#include "topspin/perf/trace.h"
 #include "topspin/perf/tensorboard.h"
 #include "topspin/pipeline/pipeline.h"
 #include "topspin/pipeline/pipeline_config.h"
@@ -103,18 +105,58 @@ SafetensorsTensor View(const std::string& name, const torch::Tensor& t) {
           std::span<const std::byte>(static_cast<const std::byte*>(t.data_ptr()), t.nbytes())};
 }
 
-// Adds the wall time of its scope to a phase total.
+// Adds the wall time of its scope to phases[name], and records it as a
+// span on the trace's track when there is a trace.
 class PhaseTimer {
  public:
-  explicit PhaseTimer(double& total) : total_(total), start_(Clock::now()) {}
-  ~PhaseTimer() { total_ += std::chrono::duration<double>(Clock::now() - start_).count(); }
+  PhaseTimer(std::map<std::string, double>& phases, const char* name, TraceRecorder* trace,
+             int track)
+      : total_(phases[name]), name_(name), trace_(trace), track_(track), start_(Clock::now()) {}
+  ~PhaseTimer() {
+    const auto end = Clock::now();
+    const double secs = std::chrono::duration<double>(end - start_).count();
+    total_ += secs;
+    if (trace_ != nullptr) trace_->Complete(track_, name_, "phase", trace_->Now() - secs, secs);
+  }
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;
 
  private:
   double& total_;
+  const char* name_;
+  TraceRecorder* trace_;
+  int track_;
   Clock::time_point start_;
 };
+
+// Memory bandwidth (read + write bytes per second) of a 64 MiB copy,
+// pages touched first: the roof for the embedding-row traffic.
+double MeasureCopyBandwidth() {
+  const auto a = torch::ones({int64_t{16} << 20}), b = torch::zeros({int64_t{16} << 20});
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = Clock::now();
+    b.copy_(a);
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    best = std::max(best, 2.0 * double(a.nbytes()) / s);
+  }
+  return best;
+}
+
+// Dense matmul FLOP/s on this process's LibTorch threads: the peak MFU is
+// measured against (a shape big enough to reach the BLAS's best rate).
+double MeasureMatmulPeak() {
+  const auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  (void)torch::mm(a, b);  // warm up
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 4; ++i) (void)torch::mm(a, b);
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    best = std::max(best, 4 * 2.0 * 1024 * 1024 * 1024 / s);
+  }
+  return best;
+}
 
 // Forward passes under bf16 autocast (train.precision: bf16): matmuls run
 // in bf16 on fp32 master weights, the scores come back as fp32 for the loss.
@@ -224,6 +266,20 @@ class Trainer {
     if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
     const LaunchEnv& env = options.launch;
     if (env.world_size > 1) comm_ = Comm::Connect(env, options.rendezvous);
+    trace_ = options.trace;
+    if (trace_) {
+      step_track_ = trace_->Track(fmt::format("rank {} steps", env.rank));
+      track_ = trace_->Track(fmt::format("rank {} phases", env.rank));
+    }
+    if (options.peak_tflops > 0) {
+      peak_flops_ = options.peak_tflops * 1e12;
+      peak_source_ = "given";
+    } else if (options.measure_peak) {
+      peak_bytes_per_s_ = MeasureCopyBandwidth();
+      peak_flops_ = MeasureMatmulPeak();
+      peak_source_ = fmt::format("measured: 1024^3 fp32 matmul on {} threads",
+                                 torch::get_num_threads());
+    }
     PipelineState start;
     std::optional<Checkpoint> ckpt = FindCheckpoint();
     if (ckpt) start = PipelineStateOf(*ckpt);
@@ -295,7 +351,12 @@ class Trainer {
     double window_loss = 0;
     int64_t window_steps = 0, window_docs = 0, run_steps = 0, run_docs = 0;
     while (step_ < steps) {
+      const double step_start = trace_ ? trace_->Now() : 0;
       const auto [loss, docs] = Step();
+      if (trace_) {
+        trace_->Complete(step_track_, fmt::format("step {}", step_ + 1), "step", step_start,
+                         trace_->Now() - step_start);
+      }
       window_loss += loss;
       window_docs += docs;
       run_docs += docs;
@@ -304,6 +365,7 @@ class Trainer {
       ++run_steps;
       progress.Update(static_cast<uint64_t>(step_));
       if (step_ % log_every == 0 || step_ == steps) {
+        PhaseTimer timer(result_.phase_s, "log", trace_, track_);
         const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
         result_.last_loss = window_loss / double(window_steps);
         sinks_.Write(step_,
@@ -336,11 +398,51 @@ class Trainer {
     const double busy = std::chrono::duration<double>(Clock::now() - started).count() -
                         result_.phase_s["eval"] - result_.phase_s["checkpoint"];
     result_.docs_per_s = busy > 0 ? double(run_docs) / busy : 0;
+    const double wall = std::chrono::duration<double>(Clock::now() - started).count();
+    if (leader() && run_steps > 0) WriteProfile(run_steps, wall, double(run_docs));
     return result_;
+  }
+
+  // RUN_DIR/profile.json: the phases of this run's steps, with the FLOPs,
+  // memory traffic and loader use `topspin profile` analyses.
+  void WriteProfile(int64_t steps, double wall_s, double docs) {
+    StepProfile p;
+    p.steps = steps;
+    p.wall_s = wall_s;
+    p.phase_s = result_.phase_s;
+    double claimed = 0;
+    for (const auto& [name, secs] : p.phase_s) claimed += secs;
+    p.phase_s["other"] = std::max(0.0, wall_s - claimed);
+    p.docs = docs;
+    p.world_size = comm_ ? comm_->world_size() : 1;
+    p.flops_per_doc = 3.0 * double(ranker_->ForwardFlopsPerDoc());
+    p.peak_flops = peak_flops_;
+    p.peak_source = peak_source_;
+    p.peak_bytes_per_s = peak_bytes_per_s_;
+    p.bytes_per_step = bytes_moved_ / double(std::max<int64_t>(1, steps));
+    p.loader_threads = static_cast<int>(config_.GetInt("pipeline.threads"));
+    for (const auto& st : train_->Stats().stages) p.stages.push_back({st.name, st.busy_s});
+    const ProfileReport report = Analyze(p);
+    WriteFileAtomic(options_.run_dir / kProfileFile, ProfileJson(p, report));
+    result_.profile = p;
   }
 
  private:
   bool leader() const { return !comm_ || comm_->rank() == 0; }
+
+  // Estimated memory traffic of one step's updates: each touched row is
+  // read by the gather, its gradient written, the row read and written by
+  // the optimizer with its state vectors (lazy Adam: 2, row-wise Adagrad:
+  // a scalar); the dense buffers are streamed about 7 times (gradient,
+  // parameters read and written, two moments read and written).
+  double StepBytes(const std::vector<RowGrads>& rows) const {
+    const double state_vectors = config_.GetString("optim.sparse") == "lazy_adam" ? 2 : 0;
+    double bytes = 7.0 * 4 * double(flat_->numel());
+    for (const auto& r : rows) {
+      bytes += double(r.grads.numel()) * 4 * (4 + 2 * state_vectors);
+    }
+    return bytes;
+  }
 
   // One optimizer step; returns (loss, documents) of the global batch.
   std::pair<double, int64_t> Step() {
@@ -356,11 +458,11 @@ class Trainer {
     for (int64_t a = 0; a < accum; ++a) {
       BatchPtr batch;
       {
-        PhaseTimer timer(phase["data_wait"]);
+        PhaseTimer timer(phase, "data_wait", trace_, track_);
         batch = train_->Next();
       }
       const BatchTensors t = Wrap(*batch);
-      std::optional<PhaseTimer> forward(std::in_place, phase["forward"]);
+      std::optional<PhaseTimer> forward(std::in_place, phase, "forward", trace_, track_);
       const Ranker::Output out =
           precision_.Run([&] { return ranker_->Forward(t.dense, t.sparse, /*train=*/true); });
       // Backward of the loss sum; the gradients are divided by the global
@@ -376,7 +478,7 @@ class Trainer {
         totals_work = comm_->AllReduceSumAsync(totals);
         buckets_->Arm();
       }
-      PhaseTimer backward(phase["backward"]);
+      PhaseTimer backward(phase, "backward", trace_, track_);
       terms.sum.backward();
       for (size_t c = 0; c < tables; ++c) {
         ids[c].push_back(out.unique_ids[c]);
@@ -386,7 +488,7 @@ class Trainer {
     std::vector<RowGrads> rows;
     for (size_t c = 0; c < tables; ++c) rows.push_back(Coalesce(ids[c], grads[c]));
     if (comm_) {
-      PhaseTimer sync(phase["sync"]);
+      PhaseTimer sync(phase, "sync", trace_, track_);
       buckets_->Finish();
       rows = SyncRows(*comm_, rows, table_rows_, docs_per_rank_);
       totals_work.Wait();
@@ -397,7 +499,7 @@ class Trainer {
     const double terms_total = std::max(1.0, total[1]);
     const double loss = total[0] / terms_total;
     const auto docs = static_cast<int64_t>(total[2]);
-    PhaseTimer optimizer(phase["optimizer"]);
+    PhaseTimer optimizer(phase, "optimizer", trace_, track_);
     flat_->grads().div_(terms_total);
     bool finite = std::isfinite(loss) && flat_->grads().isfinite().all().item<bool>();
     double sq = flat_->grads().pow(2).sum().item<double>();
@@ -443,13 +545,14 @@ class Trainer {
     for (size_t c = 0; c < tables; ++c) {
       sparse_opts_[c].Step(ranker_->tables()[c], rows[c].ids, rows[c].grads, sparse_lr);
     }
+    bytes_moved_ += StepBytes(rows);
     flat_->ZeroGrad();
     return {loss, docs};
   }
 
   void Evaluate() {
     if (config_.GetString("data.valid").empty()) return;
-    PhaseTimer timer(result_.phase_s["eval"]);
+    PhaseTimer timer(result_.phase_s, "eval", trace_, track_);
     const auto valid = EvalPipeline(config_, "data.valid", statistics_);
     const RankMetricAccumulator acc =
         Score(*ranker_, *valid, precision_, config_.GetInt("train.eval_batches"));
@@ -491,7 +594,7 @@ class Trainer {
   }
 
   void SaveCheckpoint(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
-    PhaseTimer timer(result_.phase_s["checkpoint"]);
+    PhaseTimer timer(result_.phase_s, "checkpoint", trace_, track_);
     // A checkpoint of this step exists when this run resumed from an older
     // one (the newer was damaged, or the run died after writing it): the
     // deterministic rerun replaces it.
@@ -586,6 +689,12 @@ class Trainer {
   std::vector<int64_t> table_rows_;
   int64_t docs_per_rank_ = 0;
   bool stop_ = false;
+  TraceRecorder* trace_ = nullptr;  // options_.trace
+  int track_ = 0, step_track_ = 0;
+  double peak_flops_ = 0;  // 0: unknown
+  double peak_bytes_per_s_ = 0;
+  std::string peak_source_;
+  double bytes_moved_ = 0;
   MultiSink sinks_;
   int64_t step_ = 0, bad_in_a_row_ = 0;
   RankerTrainResult result_;
@@ -598,7 +707,7 @@ std::string DescribePhases(const RankerTrainResult& r) {
   for (const auto& [name, s] : r.phase_s) total += s;
   std::string out;
   for (const char* name :
-       {"data_wait", "forward", "backward", "sync", "optimizer", "eval", "checkpoint"}) {
+       {"data_wait", "forward", "backward", "sync", "optimizer", "log", "eval", "checkpoint"}) {
     const auto it = r.phase_s.find(name);
     if (it == r.phase_s.end()) continue;
     std::string label(name);

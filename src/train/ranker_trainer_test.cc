@@ -288,6 +288,59 @@ TEST(RankerTrainer, Zero1MatchesDataParallelBitwiseAndShardsTheState) {
   EXPECT_NEAR(more.last_loss, loss2.back(), 1e-5 * loss2.back());
 }
 
+// ---- the profiler names the bound of workloads built to have one ----
+
+ProfileReport ProfileWorkload(const std::vector<std::string>& extra, StepProfile* out = nullptr,
+                              int64_t steps = 40) {
+  testing::TempDir run;
+  std::vector<std::string> o = {fmt::format("train.steps={}", steps + 1), "train.eval_every=0",
+                                "train.checkpoint_every=0", "data.valid="};
+  o.insert(o.end(), extra.begin(), extra.end());
+  RankerTrainOptions options{.run_dir = run.path(), .stop_after_steps = steps};
+  options.measure_peak = true;
+  const RankerTrainResult r = TrainRanker(TestConfig(o), options);
+  EXPECT_TRUE(fs::exists(run / kProfileFile));
+  if (out != nullptr) *out = r.profile;
+  return Analyze(r.profile);
+}
+
+TEST(Profiler, NamesHostComputeAndMemoryBounds) {
+  // Host: a tiny model, one loader thread, a cache too small to hold the
+  // transformed row groups of 5,000 queries.
+  testing::TempDir mid;
+  WriteShopShards(mid / "train", ShopOptions{.queries = 5000, .seed = 3, .threads = 1});
+  const auto host = ProfileWorkload(
+      {"data.train=" + (mid / "train").string(), "pipeline.threads=1", "pipeline.cache_mib=1",
+       "pipeline.batch_size=64", "model.bottom=4", "model.top=4", "model.embedding_dim=2"});
+  EXPECT_EQ(host.bound, "host") << host.evidence;
+  EXPECT_NE(host.evidence.find("stage"), std::string::npos) << host.evidence;
+  // Compute: wide layers, data ready.
+  StepProfile wide;
+  const auto compute =
+      ProfileWorkload({"model.bottom=256", "model.top=1024,512"}, &wide, 15);
+  EXPECT_EQ(compute.bound, "compute") << compute.evidence;
+  EXPECT_GT(compute.mfu, 0.1);
+  // Memory: wide embedding rows with two Adam moments each, a tiny MLP, and
+  // lists so few that rows are rarely shared.
+  const auto memory = ProfileWorkload({"model.embedding_dim=32", "optim.sparse=lazy_adam",
+                                       "model.bottom=1", "model.top=1", "pipeline.batch_size=2"});
+  EXPECT_EQ(memory.bound, "memory") << memory.evidence;
+  // The phases account for the step: what none claims stays under 2%.
+  EXPECT_LT(wide.phase_s.at("other"), 0.02 * wide.wall_s);
+  double sum = 0;
+  for (const auto& [name, secs] : wide.phase_s) sum += secs;
+  EXPECT_NEAR(sum, wide.wall_s, 0.02 * wide.wall_s);
+}
+
+TEST(Profiler, NamesCollectivesBound) {
+  // Two ranks, a wide model, 2 lists per step and no overlap.
+  testing::TempDir run;
+  TrainWorld(2, run.path(),
+             "model.bottom=512;model.top=1024,1024;pipeline.batch_size=2;dist.overlap=false");
+  const ProfileReport r = Analyze(ReadProfile(run / kProfileFile));
+  EXPECT_EQ(r.bound, "collectives") << r.evidence;
+}
+
 TEST(RankerTrainer, DivergenceStopsAfterMaxBadSteps) {
   testing::TempDir run;
   try {

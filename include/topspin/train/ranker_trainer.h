@@ -34,8 +34,11 @@
 #include "topspin/core/config.h"
 #include "topspin/dist/launch_env.h"
 #include "topspin/dist/rendezvous.h"
+#include "topspin/perf/profile.h"
 
 namespace topspin {
+
+class TraceRecorder;
 
 struct RankerTrainOptions {
   std::filesystem::path run_dir;
@@ -57,6 +60,12 @@ struct RankerTrainOptions {
   // the whole state and load at any world size.
   LaunchEnv launch;
   RendezvousOptions rendezvous;
+  // Profiling: every phase of every step becomes a span on `trace`
+  // (perf/trace.h) when set. MFU needs a peak: `peak_tflops` > 0 gives it,
+  // else `measure_peak` times a matmul at start; neither: no MFU.
+  TraceRecorder* trace = nullptr;
+  double peak_tflops = 0;
+  bool measure_peak = false;
 };
 
 struct RankerTrainResult {
@@ -77,6 +86,8 @@ struct RankerTrainResult {
   // backward did not hide; several ranks only), optimizer (finiteness
   // check, clipping, dense and sparse updates), eval, checkpoint.
   std::map<std::string, double> phase_s;
+  // What the steps of this run measured (rank 0; also RUN_DIR/profile.json).
+  StepProfile profile;
 };
 
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options);

@@ -1,0 +1,120 @@
+// topspin profile CONFIG [--steps N] [--set k=v]... [--trace FILE] [--json FILE] [--peak TFLOPS]
+// topspin profile RUN_DIR [--json FILE] [--peak TFLOPS]
+//
+// Where a training step's time goes (topspin/perf/profile.h): trains N
+// steps of CONFIG in a new run directory (no evaluation, no checkpoint) and
+// prints the phase table, throughput, MFU, the bound and what to try; or
+// reads the profile.json a training run left in RUN_DIR.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "topspin/core/config_schema.h"
+#include "topspin/core/error.h"
+#include "topspin/core/files.h"
+#include "topspin/core/log.h"
+#include "topspin/core/run_dir.h"
+#include "topspin/perf/profile.h"
+#include "topspin/perf/trace.h"
+
+#ifdef TOPSPIN_HAVE_TORCH
+#include "topspin/train/ranker_trainer.h"
+#endif
+
+namespace topspin::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ProfileArgs {
+  std::string target;
+  int64_t steps = 200;
+  std::vector<std::string> overrides;
+  std::string trace;
+  std::string json;
+  double peak_tflops = 0;
+  std::string run_dir;
+};
+
+void Print(const StepProfile& profile, const ProfileArgs& args) {
+  const ProfileReport report = Analyze(profile);
+  fmt::print("{}", FormatReport(profile, report));
+  if (!args.json.empty()) WriteFileAtomic(args.json, ProfileJson(profile, report));
+}
+
+void ProfileConfig(const ProfileArgs& args) {
+#ifdef TOPSPIN_HAVE_TORCH
+  std::vector<std::string> overrides = args.overrides;
+  overrides.push_back(fmt::format("train.steps={}", args.steps + 1));
+  overrides.push_back("train.eval_every=0");
+  overrides.push_back("train.checkpoint_every=0");
+  const Config config = Config::Load(args.target, overrides, TopspinSchema());
+  SetLogLevel(config.GetString("run.log_level"));
+  fs::path dir = args.run_dir;
+  if (dir.empty()) {
+    const RunConfig run = RunConfig::From(config);
+    dir = CreateRunDirectory(run.dir, run.name + "-profile", config);
+  } else {
+    fs::create_directories(dir);
+    WriteFileAtomic(dir / "config.yaml", config.ToYaml());
+  }
+  TraceRecorder trace;
+  RankerTrainOptions o{.run_dir = dir, .stop_after_steps = args.steps};
+  o.trace = args.trace.empty() ? nullptr : &trace;
+  o.peak_tflops = args.peak_tflops;
+  o.measure_peak = args.peak_tflops <= 0;
+  const RankerTrainResult r = TrainRanker(config, o);
+  fmt::print("run directory {}\n\n", dir.string());
+  Print(r.profile, args);
+  if (!args.trace.empty()) {
+    trace.Write(args.trace);
+    fmt::print("trace         {} ({} spans; open in ui.perfetto.dev)\n", args.trace, trace.size());
+  }
+#else
+  (void)args;
+  throw Error(ErrorKind::kUsage, "this topspin was built without LibTorch, which profiling needs",
+              {}, "install libtorch-dev (scripts/install-deps.sh) and rebuild");
+#endif
+}
+
+void RunProfile(const ProfileArgs& args) {
+  const fs::path target(args.target);
+  if (!fs::is_directory(target)) return ProfileConfig(args);
+  const fs::path file = target / kProfileFile;
+  if (!fs::exists(file)) {
+    throw Error(ErrorKind::kUsage, fmt::format("{} has no {}", target.string(), kProfileFile),
+                {.file = file.string()},
+                "pass a run directory that training wrote, or a config to profile");
+  }
+  StepProfile p = ReadProfile(file);
+  if (args.peak_tflops > 0) {
+    p.peak_flops = args.peak_tflops * 1e12;
+    p.peak_source = "--peak";
+  }
+  Print(p, args);
+}
+
+}  // namespace
+
+void RegisterProfile(CLI::App& app) {
+  static ProfileArgs args;
+  auto* cmd = app.add_subcommand(
+      "profile", "Where a training step's time goes: phases, MFU, the bound and what to try");
+  cmd->add_option("TARGET", args.target, "a config to train N steps of, or a run directory")
+      ->required();
+  cmd->add_option("--steps", args.steps, "steps to measure (config)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
+      ->capture_default_str();
+  cmd->add_option("--set", args.overrides, "override a config key (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--trace", args.trace, "write a Chrome/Perfetto trace of every phase");
+  cmd->add_option("--json", args.json, "also write the profile and report as JSON");
+  cmd->add_option("--peak", args.peak_tflops,
+                  "peak TFLOP/s of the device for MFU (default: measure a matmul; a run "
+                  "directory without one reports no MFU)");
+  cmd->add_option("--run-dir", args.run_dir, "run directory for a config (default: a new one)");
+  cmd->callback([] { RunProfile(args); });
+}
+
+}  // namespace topspin::cli
