@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo gen convert inspect tokenizer pipeline train eval bench; do
+for sub in version config demo gen convert inspect tokenizer pipeline train eval profile bench; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -112,6 +112,16 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   grep -q '"ndcg@10"' "$tmp/e.json" && echo "ok: eval json" || { echo "FAIL: eval json"; failures=$((failures + 1)); }
   expect 0 "step 39" -- "$bin" eval "$tmp/straight/checkpoints/step-39" --data "$tmp/ds"
   expect 2 "config.yaml" -- "$bin" eval "$tmp"
+
+  # profile: a config measured (phase table, bound, trace), and a run's profile.json.
+  expect 0 "bound +(compute|host|memory|collectives): " -- "$bin" profile "$src/configs/ranker-shop.yaml" \
+    --set data.train="$tmp/ds" --set data.valid= --set optim.warmup_steps=5 --set model.top=32 \
+    --steps 20 --run-dir "$tmp/prof" --trace "$tmp/trace.json" --json "$tmp/prof.json"
+  grep -q '"ph":"X"' "$tmp/trace.json" && grep -q '"bound"' "$tmp/prof.json" &&
+    echo "ok: profile trace and json" || { echo "FAIL: profile trace/json"; failures=$((failures + 1)); }
+  expect 0 "MFU unknown" -- "$bin" profile "$tmp/straight"
+  expect 0 "MFU [0-9.]+% of 0.100 TFLOP/s" -- "$bin" profile "$tmp/straight" --peak 0.1
+  expect 2 "has no profile.json" -- "$bin" profile "$tmp"
 
   # Data parallel: two local ranks; then a torchrun-style launch (RANK,
   # WORLD_SIZE, MASTER_* by hand: a TCP store); then a rank killed mid-run

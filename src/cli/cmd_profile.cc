@@ -37,6 +37,19 @@ struct ProfileArgs {
   std::string run_dir;
 };
 
+// Seconds one traced phase costs: two clock reads and a recorded span.
+double SecondsPerSpan() {
+  constexpr int kSpans = 100000;
+  TraceRecorder scratch(kSpans);
+  const int track = scratch.Track("scratch");
+  const double start = scratch.Now();
+  for (int i = 0; i < kSpans; ++i) {
+    const double t = scratch.Now();
+    scratch.Complete(track, "forward", "phase", t, scratch.Now() - t);
+  }
+  return (scratch.Now() - start) / kSpans;
+}
+
 void Print(const StepProfile& profile, const ProfileArgs& args) {
   const ProfileReport report = Analyze(profile);
   fmt::print("{}", FormatReport(profile, report));
@@ -70,6 +83,11 @@ void ProfileConfig(const ProfileArgs& args) {
   if (!args.trace.empty()) {
     trace.Write(args.trace);
     fmt::print("trace         {} ({} spans; open in ui.perfetto.dev)\n", args.trace, trace.size());
+    const double spans_per_step = double(trace.size()) / double(std::max<int64_t>(1, r.profile.steps));
+    const double overhead_s = spans_per_step * SecondsPerSpan();
+    const double step_s = r.profile.wall_s / double(std::max<int64_t>(1, r.profile.steps));
+    fmt::print("overhead      {:.2f} us per step for {:.1f} spans = {:.3f}% of the step\n",
+               1e6 * overhead_s, spans_per_step, 100 * overhead_s / step_s);
   }
 #else
   (void)args;
