@@ -113,6 +113,7 @@ struct Pipeline::Impl {
   StageCounters stages;
   std::vector<std::unique_ptr<WorkerCounters>> worker_counters;
   std::vector<std::thread> threads;
+  std::vector<int> trace_tracks;  // per worker, when opt.trace is set
   Clock::time_point created = Clock::now();
 
   mutable std::mutex mu;
@@ -194,6 +195,8 @@ void Pipeline::Impl::Start(const std::weak_ptr<Impl>& self) {
   });
   for (int w = 0; w < opt.threads; ++w) {
     worker_counters.push_back(std::make_unique<WorkerCounters>());
+    trace_tracks.push_back(
+        opt.trace ? opt.trace->Track(fmt::format("rank {} loader {}", opt.rank, w)) : 0);
   }
   for (int w = 0; w < opt.threads; ++w) {
     threads.emplace_back([this, w] { WorkerLoop(static_cast<size_t>(w)); });
@@ -374,7 +377,7 @@ void Pipeline::Impl::WorkerLoop(size_t w) {
       lock.unlock();
       uint64_t written = 0;
       if (!job.error) {
-        StageClock clock(stages, counters.busy_ns);
+        StageClock clock(stages, counters.busy_ns, opt.trace, trace_tracks[w]);
         try {
           job.batch->epoch = job.plan.epoch;
           job.batch->index = job.plan.index;
@@ -396,7 +399,7 @@ void Pipeline::Impl::WorkerLoop(size_t w) {
       lock.unlock();
       std::shared_ptr<const Unit> loaded;
       std::exception_ptr error;
-      StageClock clock(stages, counters.busy_ns);
+      StageClock clock(stages, counters.busy_ns, opt.trace, trace_tracks[w]);
       try {
         loaded = source->Load(unit, scratch, clock);
       } catch (...) {

@@ -16,7 +16,9 @@
 #include "topspin/core/error.h"
 #include "topspin/data/dataset.h"
 #include "topspin/data/gen_shop.h"
+#include "topspin/core/files.h"
 #include "topspin/demo_config.h"
+#include "topspin/perf/trace.h"
 #include "topspin/pipeline/pipeline_config.h"
 #include "topspin/pipeline/shop_features.h"
 
@@ -167,6 +169,26 @@ TEST(Pipeline, ResumesFromStateWithTheBatchesThatWouldHaveFollowed) {
   }
   PipelineState wrong{.seed = 1, .epoch = 1};
   EXPECT_THROW(Pipeline(ShopSpec(), Options(1), wrong), Error);
+}
+
+TEST(Pipeline, TraceHasASpanPerStageOnEachWorkerTrack) {
+  TraceRecorder trace;
+  PipelineOptions o = Options(2);
+  o.trace = &trace;
+  o.max_epochs = 1;
+  {
+    Pipeline p(ShopSpec(), o);
+    while (p.Next()) {
+    }
+  }
+  testing::TempDir dir;
+  trace.Write(dir / "t.json");
+  const std::string json = ReadFile(dir / "t.json");
+  for (const char* name : {"\"read\"", "\"decode\"", "\"transform\"", "\"assemble\"",
+                           "\"rank 0 loader 0\"", "\"rank 0 loader 1\""}) {
+    EXPECT_NE(json.find(name), std::string::npos) << name;
+  }
+  EXPECT_GT(trace.size(), 4u);
 }
 
 TEST(Pipeline, StatisticsFromAnotherManifestFixTheConstants) {

@@ -15,6 +15,7 @@
 #include "topspin/data/column.h"
 #include "topspin/data/dataset.h"
 #include "topspin/pipeline/batch.h"
+#include "topspin/perf/trace.h"
 #include "topspin/pipeline/pipeline.h"
 
 namespace topspin::pipeline_internal {
@@ -33,8 +34,14 @@ struct StageCounters {
 // the previous lap (or construction) to `stage`.
 class StageClock {
  public:
-  StageClock(StageCounters& counters, std::atomic<uint64_t>& worker_busy_ns)
-      : counters_(counters), worker_busy_ns_(worker_busy_ns), last_(Now()) {}
+  // `trace` (may be null): each lap also becomes a span on `track`.
+  StageClock(StageCounters& counters, std::atomic<uint64_t>& worker_busy_ns,
+             TraceRecorder* trace = nullptr, int track = 0)
+      : counters_(counters),
+        worker_busy_ns_(worker_busy_ns),
+        trace_(trace),
+        track_(track),
+        last_(Now()) {}
   void Lap(Stage stage, uint64_t bytes, uint64_t items = 1) {
     const auto now = Now();
     const auto ns = static_cast<uint64_t>(
@@ -44,12 +51,18 @@ class StageClock {
     counters_.bytes[stage] += bytes;
     worker_busy_ns_ += ns;
     last_ = now;
+    if (trace_ != nullptr) {
+      const double secs = double(ns) * 1e-9;
+      trace_->Complete(track_, kStageNames[stage], "loader", trace_->Now() - secs, secs);
+    }
   }
 
  private:
   static std::chrono::steady_clock::time_point Now() { return std::chrono::steady_clock::now(); }
   StageCounters& counters_;
   std::atomic<uint64_t>& worker_busy_ns_;
+  TraceRecorder* trace_;
+  int track_;
   std::chrono::steady_clock::time_point last_;
 };
 

@@ -284,6 +284,7 @@ class Trainer {
     std::optional<Checkpoint> ckpt = FindCheckpoint();
     if (ckpt) start = PipelineStateOf(*ckpt);
     PipelineOptions popt = PipelineOptionsFromConfig(config, env.rank, env.world_size);
+    popt.trace = options.trace;
     train_ = std::make_unique<Pipeline>(RankingSpecFromConfig(config, "data.train"), popt, start);
     statistics_ =
         std::make_shared<const Manifest>(Manifest::Load(config.GetString("data.train")));

@@ -48,6 +48,8 @@
 
 namespace topspin {
 
+class TraceRecorder;
+
 // Learning to rank: one sample per group (query list).
 struct RankingSpec {
   std::filesystem::path dataset;
@@ -85,6 +87,9 @@ struct PipelineOptions {
   uint64_t max_epochs = 0;  // 0: endless
   OnError on_error = OnError::kFail;
   bool verify = true;                          // check chunk checksums
+  // Each stage a worker runs becomes a span on a "loader W" track
+  // (topspin/perf/trace.h); null: no trace. Must outlive the pipeline.
+  TraceRecorder* trace = nullptr;
   size_t cache_bytes = size_t{2} << 30;        // transformed units kept for reuse
   std::shared_ptr<BufferAllocator> allocator;  // null: HostAllocator()
 };
