@@ -449,6 +449,8 @@ class Trainer {
   std::pair<double, int64_t> Step() {
     const int64_t accum = config_.GetInt("optim.grad_accum");
     const size_t tables = ranker_->tables().size();
+    // Declared first: freeing the step's row gradients counts as optimizer.
+    std::optional<PhaseTimer> optimizer;
     std::vector<std::vector<torch::Tensor>> ids(tables), grads(tables);
     // This rank's loss sum, loss terms, documents and stop request; summed
     // over ranks while the last backward runs.
@@ -462,6 +464,9 @@ class Trainer {
         PhaseTimer timer(phase, "data_wait", trace_, track_);
         batch = train_->Next();
       }
+      // Declared first, so freeing this micro-batch's graph and activations
+      // (at the end of the iteration) counts as backward.
+      std::optional<PhaseTimer> backward;
       const BatchTensors t = Wrap(*batch);
       std::optional<PhaseTimer> forward(std::in_place, phase, "forward", trace_, track_);
       const Ranker::Output out =
@@ -479,7 +484,7 @@ class Trainer {
         totals_work = comm_->AllReduceSumAsync(totals);
         buckets_->Arm();
       }
-      PhaseTimer backward(phase, "backward", trace_, track_);
+      backward.emplace(phase, "backward", trace_, track_);
       terms.sum.backward();
       for (size_t c = 0; c < tables; ++c) {
         ids[c].push_back(out.unique_ids[c]);
@@ -500,7 +505,7 @@ class Trainer {
     const double terms_total = std::max(1.0, total[1]);
     const double loss = total[0] / terms_total;
     const auto docs = static_cast<int64_t>(total[2]);
-    PhaseTimer optimizer(phase, "optimizer", trace_, track_);
+    optimizer.emplace(phase, "optimizer", trace_, track_);
     flat_->grads().div_(terms_total);
     bool finite = std::isfinite(loss) && flat_->grads().isfinite().all().item<bool>();
     double sq = flat_->grads().pow(2).sum().item<double>();
