@@ -150,6 +150,21 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
     echo "FAIL: killed rank: exit $rc"; tail -5 "$tmp/dpk.log"; failures=$((failures + 1))
   fi
 
+  # SIGINT to the launcher: every rank stops after the same step, rank 0
+  # checkpoints it, the launcher exits 130 and says how to continue.
+  "$bin" "${dist_args[@]}" --set train.steps=1000000 --nproc 2 --run-dir "$tmp/dps" >"$tmp/dps.log" 2>&1 &
+  launcher=$!
+  sleep 4
+  kill -INT "$launcher"
+  wait "$launcher"
+  rc=$?
+  if [ "$rc" -eq 130 ] && grep -q "continue with --resume auto" "$tmp/dps.log" &&
+     ls "$tmp/dps/checkpoints" | grep -q "^step-[0-9]*$" && ! pgrep -f "$tmp/dps" >/dev/null; then
+    echo "ok: SIGINT stops every rank after a checkpoint"
+  else
+    echo "FAIL: SIGINT: exit $rc"; tail -5 "$tmp/dps.log"; failures=$((failures + 1))
+  fi
+
   # Two hosts: one rank in each of two network namespaces joined by a veth
   # pair, over TCP with a job token; then a host with the wrong token is
   # refused by name. Needs root and iproute2; skipped otherwise.

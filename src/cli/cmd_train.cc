@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/exit_request.h"
 #include "topspin/core/config_schema.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
@@ -127,6 +128,12 @@ void Launch(const TrainArgs& args, const Config& config, int nproc) {
   }
   const SpawnResult r = SpawnAndSupervise(o);
   if (!store.empty()) fs::remove(store);
+  if (r.exit_code != 0 && r.failed_rank < 0) {
+    // SIGINT/SIGTERM: forwarded, the ranks checkpointed and stopped.
+    fmt::print("{}: the ranks stopped after a checkpoint; continue with --resume auto\n",
+               r.cause);
+    throw ExitRequest(r.exit_code);
+  }
   if (r.exit_code != 0) {
     throw Error(ErrorKind::kDist, fmt::format("the job failed: {}", r.cause), {.field = "--nproc"},
                 "the first failing rank's own error is printed above it");
