@@ -58,13 +58,13 @@ DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool ov
   return out;
 }
 
+}  // namespace
+
 std::string YamlList(const std::vector<std::string>& items) {
   std::string out = "[";
   for (const auto& i : items) out += fmt::format("{}\"{}\"", out.size() > 1 ? ", " : "", i);
   return out + "]";
 }
-
-}  // namespace
 
 BenchTable RunDistBench(const DistBenchOptions& o) {
   fs::create_directories(o.scratch);

@@ -28,12 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kPython = "/usr/bin/python3";
 
-std::string YamlList(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (const auto& i : items) out += fmt::format("{}\"{}\"", out.size() > 1 ? ", " : "", i);
-  return out + "]";
-}
-
 nlohmann::json RunPeer(const std::string& command, const fs::path& script) {
   const auto [status, output] = RunCommand(command);
   const auto at = output.rfind('{');

@@ -63,6 +63,9 @@ struct TrainRankerBenchOptions {
   uint64_t seed = 1;
 };
 
+// ["a", "b"]: feature chains as a YAML flow list, for generated configs.
+std::string YamlList(const std::vector<std::string>& items);
+
 struct DistBenchOptions {
   std::filesystem::path scratch;
   uint64_t queries = 20000;

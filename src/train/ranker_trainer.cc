@@ -437,11 +437,8 @@ class Trainer {
   // a scalar); the dense buffers are streamed about 7 times (gradient,
   // parameters read and written, two moments read and written).
   double StepBytes(const std::vector<RowGrads>& rows) const {
-    const double state_vectors = config_.GetString("optim.sparse") == "lazy_adam" ? 2 : 0;
     double bytes = 7.0 * 4 * double(flat_->numel());
-    for (const auto& r : rows) {
-      bytes += double(r.grads.numel()) * 4 * (4 + 2 * state_vectors);
-    }
+    for (const auto& r : rows) bytes += double(r.grads.numel()) * 4 * (4 + 2 * row_state_vectors_);
     return bytes;
   }
 
@@ -701,6 +698,8 @@ class Trainer {
   double peak_bytes_per_s_ = 0;
   std::string peak_source_;
   double bytes_moved_ = 0;
+  // Optimizer state vectors per embedding row (lazy Adam 2, Adagrad ~0).
+  const double row_state_vectors_ = config_.GetString("optim.sparse") == "lazy_adam" ? 2 : 0;
   MultiSink sinks_;
   int64_t step_ = 0, bad_in_a_row_ = 0;
   RankerTrainResult result_;
