@@ -137,6 +137,26 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   expect 0 "rank 0: torchrun: rank 0/2" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
     MASTER_PORT=$port "$bin" "${dist_args[@]}" --set train.steps=20 --run-dir "$tmp/tr"
   expect 2 "rank 0 of a torchrun job has no --run-dir" -- env RANK=0 WORLD_SIZE=2 "$bin" "${dist_args[@]}"
+  # torchrun itself (Debian's python3-torch; --redirects/--tee work around
+  # its Python 3.11 flag bug), its agent serving the store: the same run,
+  # bitwise, as our launcher's.
+  if /usr/bin/python3 -c "import torch.distributed.run" 2>/dev/null; then
+    expect 0 "rank 0: torchrun: rank 0/2.*agent store" -- /usr/bin/python3 -m torch.distributed.run \
+      --nproc_per_node 2 --master_port $((port + 1)) --redirects 2 --tee 2 --no_python \
+      "$bin" "${dist_args[@]}" --set train.steps=20 --run-dir "$tmp/trun"
+    for run in trun tr; do
+      if cmp -s "$tmp/dp2/checkpoints/step-20/model.safetensors" \
+             "$tmp/$run/checkpoints/step-20/model.safetensors"; then
+        echo "ok: $run gives bitwise the run of --nproc 2"
+      else
+        echo "FAIL: $run differs from --nproc 2"; failures=$((failures + 1))
+      fi
+    done
+  elif [ "${CI:-}" = true ]; then
+    echo "FAIL: python3-torch is missing (scripts/install-deps.sh installs it)"; failures=$((failures + 1))
+  else
+    echo "skip: torchrun interop needs Debian's python3-torch (scripts/install-deps.sh)"
+  fi
   "$bin" "${dist_args[@]}" --set train.steps=1000000 --nproc 2 --run-dir "$tmp/dpk" >"$tmp/dpk.log" 2>&1 &
   launcher=$!
   sleep 4

@@ -25,6 +25,7 @@ struct DistRun {
   double docs_per_s = 0;
   double sync_share = 0;        // of rank 0's phase time
   double optimizer_bytes = 0;   // rank 0's dense optimizer state
+  double grad_bytes = 0;        // rank 0's dense gradient storage
   double params = 0;            // P
 };
 
@@ -50,10 +51,12 @@ DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool ov
   DistRun out{.docs_per_s = std::stod(m[1])};
   static const std::regex sync(R"(sync ([0-9.]+)%)");
   if (std::regex_search(r.output, m, sync)) out.sync_share = std::stod(m[1]) / 100;
-  static const std::regex memory(R"(optimizer state (\d+) bytes per rank \((\d+) parameters)");
+  static const std::regex memory(
+      R"(optimizer state (\d+) bytes per rank, gradients (\d+) bytes per rank.*?\((\d+) parameters)");
   if (std::regex_search(r.output, m, memory)) {
     out.optimizer_bytes = std::stod(m[1]);
-    out.params = std::stod(m[2]);
+    out.grad_bytes = std::stod(m[2]);
+    out.params = std::stod(m[3]);
   }
   return out;
 }
@@ -87,6 +90,7 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   const DistRun two = RunTrain(config, o.scratch / "bench-dist-w2", 2, true);
   const DistRun two_serial = RunTrain(config, o.scratch / "bench-dist-w2s", 2, false);
   const DistRun zero1 = RunTrain(config, o.scratch / "bench-dist-w2z1", 2, true, 1);
+  const DistRun zero2 = RunTrain(config, o.scratch / "bench-dist-w2z2", 2, true, 2);
   BenchTable t{"dist",
                fmt::format("ranker (shop features, 4 x 2^18 x 16 tables), global batch {} lists, "
                            "{} steps, 1 pipeline + 1 LibTorch thread per rank, Gloo over a file "
@@ -98,12 +102,19 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                     100 * two_serial.sync_share, "% of step"});
   t.rows.push_back({"world 2 throughput, overlapped", two.docs_per_s, "not overlapped",
                     two_serial.docs_per_s, "docs/s"});
-  // AdamW keeps two fp32 moments: 8P bytes per rank, 8P / world with ZeRO-1.
-  t.rows.push_back({"ZeRO-0 optimizer state, rank 0", two.optimizer_bytes, "formula 8P",
-                    8 * two.params, "bytes"});
-  t.rows.push_back({"ZeRO-1 optimizer state, rank 0", zero1.optimizer_bytes, "formula 8P/2",
-                    8 * zero1.params / 2, "bytes"});
+  // fp32 model state per rank with AdamW (two moments): parameters 4P,
+  // gradients 4P, optimizer 8P; ZeRO-1 shards the optimizer state over the
+  // N ranks (4P + 4P + 8P/N), ZeRO-2 the gradients too (4P + 4P/N + 8P/N).
+  const auto state = [](const DistRun& r) { return 4 * r.params + r.grad_bytes + r.optimizer_bytes; };
+  t.rows.push_back({"ZeRO-0 model state, rank 0", state(two), "formula 16P", 16 * two.params,
+                    "bytes"});
+  t.rows.push_back({"ZeRO-1 model state, rank 0", state(zero1), "formula 4P+4P+8P/2",
+                    (4 + 4 + 8.0 / 2) * zero1.params, "bytes"});
+  t.rows.push_back({"ZeRO-2 model state, rank 0", state(zero2), "formula 4P+4P/2+8P/2",
+                    (4 + 4.0 / 2 + 8.0 / 2) * zero2.params, "bytes"});
   t.rows.push_back({"world 2 throughput, ZeRO-1", zero1.docs_per_s, "ZeRO-0", two.docs_per_s,
+                    "docs/s"});
+  t.rows.push_back({"world 2 throughput, ZeRO-2", zero2.docs_per_s, "ZeRO-0", two.docs_per_s,
                     "docs/s"});
   return t;
 }

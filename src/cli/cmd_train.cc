@@ -179,8 +179,11 @@ void RunTrain(const TrainArgs& args) {
   if (env.world_size > 1) {
     std::string world = Describe(env);
     if (std::getenv("TOPSPIN_SPAWNED") != nullptr) world.replace(0, env.name.size(), "topspin");
+    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
     fmt::print("rank {}: {} (gloo, {})\n", env.rank, world,
-               std::getenv("TOPSPIN_RENDEZVOUS_FILE") ? "file store" : "tcp store");
+               std::getenv("TOPSPIN_RENDEZVOUS_FILE")      ? "file store"
+               : agent != nullptr && std::string(agent) == "True" ? "tcp store: torchrun's agent store"
+                                                                  : "tcp store");
     std::fflush(stdout);
   }
   const fs::path dir = env.rank == 0 ? PrepareRunDir(args, config) : fs::path(args.run_dir);
@@ -203,9 +206,15 @@ void RunTrain(const TrainArgs& args) {
       r.skipped_steps > 0 ? fmt::format(", {} non-finite steps skipped", r.skipped_steps) : "");
   if (!std::isnan(r.valid_ndcg10)) fmt::print("valid         NDCG@10 {:.4f}\n", r.valid_ndcg10);
   fmt::print("phases        {}\n", DescribePhases(r));
-  fmt::print("memory        dense optimizer state {} bytes per rank ({} parameters{})\n",
-             r.dense_optimizer_bytes, r.dense_params,
-             env.world_size > 1 && config.GetInt("dist.zero") >= 1 ? ", ZeRO-1" : "");
+  const int64_t zero = env.world_size > 1 ? config.GetInt("dist.zero") : 0;
+  fmt::print(
+      "memory        dense optimizer state {} bytes per rank, gradients {} bytes per rank{} "
+      "({} parameters{})\n",
+      r.dense_optimizer_bytes, r.dense_grad_bytes,
+      r.grad_staging_peak_bytes > 0
+          ? fmt::format(" + at most {} in flight", r.grad_staging_peak_bytes)
+          : "",
+      r.dense_params, zero > 0 ? fmt::format(", ZeRO-{}", zero) : "");
   fmt::print("checkpoint    {}\n", r.checkpoint.string());
 #else
   (void)args;

@@ -312,9 +312,10 @@ Schema BuildSchema() {
             .type = VT::kInt,
             .default_value = int64_t{0},
             .min = 0,
-            .max = 1,
-            .doc = "1: shard the dense optimizer state over ranks (ZeRO-1); results are bitwise "
-                   "those of 0",
+            .max = 2,
+            .doc = "1: shard the dense optimizer state over ranks (ZeRO-1), bitwise the results "
+                   "of 0; 2: and the dense gradients (ZeRO-2, reduce-scattered; equal to 0 up "
+                   "to float rounding)",
             .hashed = false})
       .Add({.key = "dist.token_file",
             .type = VT::kString,

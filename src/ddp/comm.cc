@@ -127,6 +127,7 @@ CommWork::~CommWork() {
 CommWork::CommWork(CommWork&&) noexcept = default;
 CommWork& CommWork::operator=(CommWork&&) noexcept = default;
 bool CommWork::pending() const { return impl_ && impl_->work; }
+bool CommWork::Ready() const { return !pending() || impl_->work->isCompleted(); }
 void CommWork::Wait() {
   if (!pending()) return;
   auto work = std::move(impl_->work);
@@ -173,6 +174,19 @@ CommWork Comm::AllReduceSumAsync(at::Tensor t) {
   w.impl_->rank = rank();
   std::vector<at::Tensor> tensors{std::move(t)};
   w.impl_->work = Guard("all-reduce", rank(), [&] { return impl_->pg->allreduce(tensors); });
+  return w;
+}
+
+CommWork Comm::ReduceSumAsync(at::Tensor t, int root) {
+  CommWork w;
+  w.impl_ = std::make_unique<CommWork::Impl>();
+  w.impl_->what = fmt::format("reduce to rank {}", root);
+  w.impl_->rank = rank();
+  std::vector<at::Tensor> tensors{std::move(t)};
+  c10d::ReduceOptions options;
+  options.rootRank = root;
+  w.impl_->work =
+      Guard(w.impl_->what, rank(), [&] { return impl_->pg->reduce(tensors, options); });
   return w;
 }
 

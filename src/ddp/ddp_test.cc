@@ -48,7 +48,8 @@ struct FlatMlp {
   at::Tensor params, grads;
   std::vector<at::Tensor> leaves;
   std::vector<std::pair<int64_t, int64_t>> slots;
-  FlatMlp() {
+  // Without flat_grads the gradients are autograd's own (ZeRO-2).
+  explicit FlatMlp(bool flat_grads = true) {
     torch::manual_seed(3);
     net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::ReLU(), torch::nn::Linear(5, 1));
     int64_t total = 0;
@@ -60,7 +61,7 @@ struct FlatMlp {
       const auto n = p.numel();
       params.narrow(0, at, n).copy_(p.detach().flatten());
       p.set_data(params.narrow(0, at, n).view(p.sizes()));
-      p.mutable_grad() = grads.narrow(0, at, n).view(p.sizes());
+      if (flat_grads) p.mutable_grad() = grads.narrow(0, at, n).view(p.sizes());
       leaves.push_back(p);
       slots.emplace_back(at, n);
       at += n;
@@ -88,6 +89,34 @@ TEST(DdpRank, BucketsSumGradientsDuringBackward) {
     model.Backward(comm->rank());
     buckets.Finish();
     EXPECT_TRUE(torch::allclose(model.grads, reference.grads, 1e-5, 1e-6)) << "pass " << pass;
+  }
+}
+
+TEST(DdpRank, BucketsReduceScatterIntoShards) {
+  if (TestDir() == nullptr) GTEST_SKIP() << "worker: runs under DataParallel tests";
+  auto comm = Join();
+  FlatMlp reference;
+  for (int r = 0; r < comm->world_size(); ++r) reference.Backward(r);
+  const auto [offset, numel] = ShardRange(reference.grads.numel(), comm->world_size(), comm->rank());
+  for (const bool overlap : {true, false}) {
+    FlatMlp model(/*flat_grads=*/false);
+    // 4-float buckets: most cross a shard boundary or hold several pieces.
+    GradBuckets buckets(*comm, model.leaves, model.slots, at::Tensor(),
+                        {.bucket_bytes = 16, .overlap = overlap, .shard_grads = true});
+    EXPECT_GT(buckets.num_buckets(), 2u);
+    ASSERT_EQ(buckets.shard_grads().numel(), numel);
+    for (int pass = 0; pass < 2; ++pass) {  // the hooks re-arm
+      buckets.Arm();
+      model.Backward(comm->rank());
+      buckets.Finish();
+      EXPECT_TRUE(torch::allclose(buckets.shard_grads(), reference.grads.narrow(0, offset, numel),
+                                  1e-5, 1e-6))
+          << "overlap " << overlap << " pass " << pass;
+      // The full gradients were moved out and freed.
+      for (const auto& p : model.leaves) EXPECT_FALSE(p.grad().defined());
+    }
+    EXPECT_GT(buckets.peak_staging_bytes(), 0);
+    EXPECT_LE(buckets.peak_staging_bytes(), reference.grads.nbytes());
   }
 }
 

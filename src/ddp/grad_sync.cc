@@ -11,32 +11,111 @@
 
 namespace topspin {
 
+std::pair<int64_t, int64_t> ShardRange(int64_t total, int world, int rank) {
+  const int64_t per = (total + world - 1) / world;
+  const int64_t offset = std::min(total, per * rank);
+  return {offset, std::min(per, total - offset)};
+}
+
 struct GradBuckets::Impl {
   Comm& comm;
   at::Tensor grads;
   Options options;
+  std::vector<at::Tensor> params;
+  std::vector<std::pair<int64_t, int64_t>> slots;
   std::vector<std::pair<int64_t, int64_t>> buckets;  // [offset, numel)
   std::vector<int> bucket_of;                         // parameter -> bucket
-  std::vector<int> size;                              // parameters per bucket
+  std::vector<std::vector<size_t>> members;           // bucket -> parameters
   std::vector<int> ready;                             // parameters ready this backward
-  std::vector<CommWork> work;
+  std::vector<std::vector<CommWork>> work;            // bucket -> its collectives
   size_t next_launch = 0;
   bool armed = false;
   // The graph holds accumulators weakly: these keep them (and the hooks).
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  // shard_grads (ZeRO-2)
+  std::pair<int64_t, int64_t> shard;  // this rank's [offset, numel)
+  at::Tensor shard_grads;
+  std::vector<at::Tensor> staging;  // bucket -> its gradients, while in flight
+  size_t next_harvest = 0;
+  int64_t staging_bytes = 0, peak_staging_bytes = 0;
+  int64_t flat_numel = 0;  // the flat gradient's length
 
   Impl(Comm& c, at::Tensor g, Options o) : comm(c), grads(std::move(g)), options(o) {}
 
+  // Moves parameter k's accumulated gradient into its bucket's staging
+  // buffer and frees it.
+  void Stage(size_t k) {
+    auto& grad = params[k].mutable_grad();
+    if (!grad.defined()) return;  // not used by this backward: stays zero
+    const int b = bucket_of[k];
+    if (!staging[b].defined()) {
+      staging[b] = torch::zeros({buckets[b].second}, torch::kFloat);
+      staging_bytes += buckets[b].second * int64_t(sizeof(float));
+      peak_staging_bytes = std::max(peak_staging_bytes, staging_bytes);
+    }
+    staging[b].narrow(0, slots[k].first - buckets[b].first, slots[k].second).copy_(grad.reshape({-1}));
+    grad.reset();
+  }
+
   void Launch(size_t b) {
     const auto [offset, numel] = buckets[b];
-    work[b] = comm.AllReduceSumAsync(grads.narrow(0, offset, numel));
+    if (!options.shard_grads) {
+      work[b].push_back(comm.AllReduceSumAsync(grads.narrow(0, offset, numel)));
+      return;
+    }
+    for (size_t k : members[b]) Stage(k);
+    if (!staging[b].defined()) {  // no parameter of the bucket had a gradient
+      staging[b] = torch::zeros({numel}, torch::kFloat);
+      staging_bytes += numel * int64_t(sizeof(float));
+      peak_staging_bytes = std::max(peak_staging_bytes, staging_bytes);
+    }
+    // A reduce-scatter with uneven pieces: each rank whose shard overlaps
+    // the bucket receives the sum of its piece.
+    const int64_t total = flat_numel;
+    for (int r = 0; r < comm.world_size(); ++r) {
+      const auto [so, sn] = ShardRange(total, comm.world_size(), r);
+      const int64_t lo = std::max(offset, so), hi = std::min(offset + numel, so + sn);
+      if (lo >= hi) continue;
+      work[b].push_back(comm.ReduceSumAsync(staging[b].narrow(0, lo - offset, hi - lo), r));
+    }
+    // Frees the staging of earlier buckets whose reduces are done.
+    while (next_harvest < b && Done(next_harvest)) Harvest(next_harvest++);
+  }
+
+  bool Done(size_t b) const {
+    for (const auto& w : work[b]) {
+      if (!w.Ready()) return false;
+    }
+    return true;
+  }
+
+  // Waits for bucket b; with shard_grads keeps this rank's piece of it.
+  void Harvest(size_t b) {
+    for (auto& w : work[b]) w.Wait();
+    work[b].clear();
+    if (!options.shard_grads) return;
+    const auto [offset, numel] = buckets[b];
+    const int64_t lo = std::max(offset, shard.first);
+    const int64_t hi = std::min(offset + numel, shard.first + shard.second);
+    if (lo < hi) {
+      shard_grads.narrow(0, lo - shard.first, hi - lo).copy_(staging[b].narrow(0, lo - offset, hi - lo));
+    }
+    staging[b] = at::Tensor();
+    staging_bytes -= numel * int64_t(sizeof(float));
+  }
+
+  int64_t FlatNumel() const {
+    int64_t total = 0;
+    for (const auto& [offset, numel] : slots) total = std::max(total, offset + numel);
+    return total;
   }
 
   void OnReady(size_t param) {
     if (!armed || !options.overlap) return;
+    if (options.shard_grads) Stage(param);
     const int b = bucket_of[param];
-    if (++ready[b] != size[b]) return;
-    while (next_launch < buckets.size() && ready[next_launch] == size[next_launch]) {
+    if (++ready[b] != int(members[b].size())) return;
+    while (next_launch < buckets.size() && ready[next_launch] == int(members[next_launch].size())) {
       Launch(next_launch++);
     }
   }
@@ -49,6 +128,8 @@ GradBuckets::GradBuckets(Comm& comm, const std::vector<at::Tensor>& params,
   if (params.size() != slots.size()) throw InternalError("GradBuckets: params and slots differ");
   const int64_t per_bucket = std::max<int64_t>(1, options.bucket_bytes / int64_t(sizeof(float)));
   auto& im = *impl_;
+  im.params = params;
+  im.slots = slots;
   im.bucket_of.assign(params.size(), 0);
   // Reverse parameter order: bucket 0 holds the last parameters.
   int64_t end = -1, begin = -1;
@@ -63,10 +144,16 @@ GradBuckets::GradBuckets(Comm& comm, const std::vector<at::Tensor>& params,
       end = -1;
     }
   }
-  im.size.assign(im.buckets.size(), 0);
-  for (int b : im.bucket_of) ++im.size[b];
+  im.members.resize(im.buckets.size());
+  for (size_t k = 0; k < params.size(); ++k) im.members[im.bucket_of[k]].push_back(k);
   im.ready.assign(im.buckets.size(), 0);
   im.work.resize(im.buckets.size());
+  im.staging.resize(im.buckets.size());
+  if (options.shard_grads) {
+    im.flat_numel = im.FlatNumel();
+    im.shard = ShardRange(im.flat_numel, comm.world_size(), comm.rank());
+    im.shard_grads = torch::zeros({im.shard.second}, torch::kFloat);
+  }
   for (size_t k = 0; k < params.size(); ++k) {
     auto acc = torch::autograd::impl::grad_accumulator(params[k]);
     if (!acc) throw InternalError("GradBuckets: a parameter is not a leaf that requires grad");
@@ -86,6 +173,7 @@ GradBuckets::~GradBuckets() = default;
 void GradBuckets::Arm() {
   std::fill(impl_->ready.begin(), impl_->ready.end(), 0);
   impl_->next_launch = 0;
+  impl_->next_harvest = 0;
   impl_->armed = true;
 }
 
@@ -93,13 +181,15 @@ double GradBuckets::Finish() {
   auto& im = *impl_;
   const auto start = std::chrono::steady_clock::now();
   while (im.next_launch < im.buckets.size()) im.Launch(im.next_launch++);
-  for (auto& w : im.work) w.Wait();
+  while (im.next_harvest < im.buckets.size()) im.Harvest(im.next_harvest++);
   im.armed = false;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 size_t GradBuckets::num_buckets() const { return impl_->buckets.size(); }
 std::pair<int64_t, int64_t> GradBuckets::bucket(size_t b) const { return impl_->buckets.at(b); }
+const at::Tensor& GradBuckets::shard_grads() const { return impl_->shard_grads; }
+int64_t GradBuckets::peak_staging_bytes() const { return impl_->peak_staging_bytes; }
 
 RowGrads CoalesceRows(const at::Tensor& ids, const at::Tensor& grads) {
   const auto [unique, inverse, counts] = at::_unique2(ids, /*sorted=*/true,

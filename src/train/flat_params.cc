@@ -19,7 +19,7 @@ void CheckFloat(const at::Tensor& t, const char* what) {
 }  // namespace
 
 FlatParams::FlatParams(torch::nn::Module& module,
-                       const std::function<bool(const std::string&)>& include) {
+                       const std::function<bool(const std::string&)>& include, bool flat_grads) {
   int64_t total = 0;
   for (const auto& item : module.named_parameters()) {
     if (include && !include(item.key())) continue;
@@ -29,19 +29,23 @@ FlatParams::FlatParams(torch::nn::Module& module,
     total += item.value().numel();
   }
   params_ = torch::empty({total}, torch::kFloat);
-  grads_ = torch::zeros({total}, torch::kFloat);
+  grads_ = torch::zeros({flat_grads ? total : 0}, torch::kFloat);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     at::Tensor& p = parameters_[i];
     params_.narrow(0, s.offset, s.numel).copy_(p.reshape({-1}));
     p.set_data(params_.narrow(0, s.offset, s.numel).view(s.shape));
-    p.mutable_grad() = grads_.narrow(0, s.offset, s.numel).view(s.shape);
+    if (flat_grads) p.mutable_grad() = grads_.narrow(0, s.offset, s.numel).view(s.shape);
   }
 }
 
 void FlatParams::ZeroGrad() {
-  grads_.zero_();
+  if (grads_.numel() == params_.numel()) {
+    grads_.zero_();
+  } else {
+    for (auto& p : parameters_) p.mutable_grad().reset();
+  }
 }
 
 void FlatParams::Load(const at::Tensor& values) {
@@ -60,6 +64,7 @@ bool FlatParams::Aliased() const {
   for (size_t i = 0; i < slots_.size(); ++i) {
     const at::Tensor& p = parameters_[i];
     if (p.data_ptr<float>() != base + slots_[i].offset) return false;
+    if (grads_.numel() != params_.numel()) continue;  // no flat gradient
     if (!p.grad().defined() || p.grad().data_ptr<float>() != gbase + slots_[i].offset) return false;
   }
   return true;

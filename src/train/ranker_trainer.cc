@@ -289,16 +289,16 @@ class Trainer {
     statistics_ =
         std::make_shared<const Manifest>(Manifest::Load(config.GetString("data.train")));
     ranker_ = std::make_unique<Ranker>(ModelOptions(config, *train_));
-    flat_ = std::make_unique<FlatParams>(ranker_->dense_module());
-    const OptimConfig optim = OptimConfig::From(config);
     // ZeRO-1: each rank keeps the optimizer state of one contiguous shard
     // of the flat buffer, updates that shard and all-gathers the rest.
-    zero1_ = comm_ && config.GetInt("dist.zero") >= 1;
+    // ZeRO-2: and only that shard of the summed gradient (GradBuckets).
+    zero_ = comm_ ? static_cast<int>(config.GetInt("dist.zero")) : 0;
+    flat_ = std::make_unique<FlatParams>(ranker_->dense_module(), nullptr, zero_ < 2);
+    const OptimConfig optim = OptimConfig::From(config);
     shard_numel_ = flat_->numel();
-    if (zero1_) {
-      const int64_t per = (flat_->numel() + env.world_size - 1) / env.world_size;
-      shard_offset_ = std::min(flat_->numel(), per * env.rank);
-      shard_numel_ = std::min(per, flat_->numel() - shard_offset_);
+    if (zero_ >= 1) {
+      std::tie(shard_offset_, shard_numel_) =
+          ShardRange(flat_->numel(), env.world_size, env.rank);
     }
     dense_opt_ = std::make_unique<DenseOptimizer>(
         shard_numel_,
@@ -323,7 +323,8 @@ class Trainer {
       buckets_ = std::make_unique<GradBuckets>(
           *comm_, flat_->parameters(), slots, flat_->grads(),
           GradBuckets::Options{.bucket_bytes = config.GetInt("dist.bucket_mib") << 20,
-                               .overlap = config.GetBool("dist.overlap")});
+                               .overlap = config.GetBool("dist.overlap"),
+                               .shard_grads = zero_ >= 2});
       for (const auto& t : ranker_->tables()) table_rows_.push_back(t.size(0));
       docs_per_rank_ = static_cast<int64_t>(train_->layout().max_docs);
     }
@@ -351,6 +352,10 @@ class Trainer {
     auto window_start = started;
     double window_loss = 0;
     int64_t window_steps = 0, window_docs = 0, run_steps = 0, run_docs = 0;
+    // Phase and loader-stage totals when the window began: each record
+    // carries the window's share of them (the report's stacked bars).
+    std::map<std::string, double> window_phases = result_.phase_s;
+    std::map<std::string, double> window_stage_busy = StageBusy();
     while (step_ < steps) {
       const double step_start = trace_ ? trace_->Now() : 0;
       const auto [loss, docs] = Step();
@@ -369,12 +374,15 @@ class Trainer {
         PhaseTimer timer(result_.phase_s, "log", trace_, track_);
         const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
         result_.last_loss = window_loss / double(window_steps);
-        sinks_.Write(step_,
-                     {{"loss", result_.last_loss},
-                      {"lr", schedule_.At(step_ - 1)},
-                      {"docs_per_s", double(window_docs) / secs},
-                      {"skipped_steps", double(result_.skipped_steps)}},
-                     WallTimeNow());
+        MetricValues record = {{"loss", result_.last_loss},
+                               {"lr", schedule_.At(step_ - 1)},
+                               {"skipped_steps", double(result_.skipped_steps)}};
+        const double paused = WindowPhases(window_phases, secs, window_steps, record);
+        record["docs_per_s"] = double(window_docs) / std::max(1e-9, secs - paused);
+        WindowStages(window_stage_busy, secs, record);
+        sinks_.Write(step_, record, WallTimeNow());
+        window_phases = result_.phase_s;
+        window_stage_busy = StageBusy();
         window_loss = 0;
         window_steps = window_docs = 0;
         window_start = Clock::now();
@@ -395,6 +403,12 @@ class Trainer {
     result_.step = step_;
     result_.dense_params = flat_->numel();
     for (const auto& t : dense_opt_->state()) result_.dense_optimizer_bytes += t.nbytes();
+    if (zero_ >= 2) {
+      result_.dense_grad_bytes = buckets_->shard_grads().nbytes();
+      result_.grad_staging_peak_bytes = buckets_->peak_staging_bytes();
+    } else {
+      result_.dense_grad_bytes = flat_->grads().nbytes();
+    }
     // Training throughput: wall time less evaluation and checkpoints.
     const double busy = std::chrono::duration<double>(Clock::now() - started).count() -
                         result_.phase_s["eval"] - result_.phase_s["checkpoint"];
@@ -402,6 +416,45 @@ class Trainer {
     const double wall = std::chrono::duration<double>(Clock::now() - started).count();
     if (leader() && run_steps > 0) WriteProfile(run_steps, wall, double(run_docs));
     return result_;
+  }
+
+  // Adds "phase_ms/<phase>" (ms per step of the window, `other` the wall
+  // time no phase claims) to `record`; returns the window's evaluation and
+  // checkpoint seconds, which its throughput leaves out.
+  double WindowPhases(const std::map<std::string, double>& start, double secs, int64_t steps,
+                      MetricValues& record) const {
+    double claimed = 0, paused = 0;
+    for (const auto& phase : ProfilePhases()) {
+      if (phase == "other") continue;
+      const auto now = result_.phase_s.find(phase);
+      const auto then = start.find(phase);
+      const double delta = (now == result_.phase_s.end() ? 0.0 : now->second) -
+                           (then == start.end() ? 0.0 : then->second);
+      claimed += delta;
+      if (phase == "eval" || phase == "checkpoint") paused += delta;
+      record["phase_ms/" + phase] = 1e3 * delta / double(steps);
+    }
+    record["phase_ms/other"] = 1e3 * std::max(0.0, secs - claimed) / double(steps);
+    return paused;
+  }
+
+  // Seconds each loader stage has been busy, summed over its threads.
+  std::map<std::string, double> StageBusy() const {
+    std::map<std::string, double> busy;
+    for (const auto& st : train_->Stats().stages) busy[st.name] = st.busy_s;
+    return busy;
+  }
+
+  // Adds "loader_busy/<stage>": the share of the loader threads' time over
+  // the window that each stage kept busy (1 = every thread, all the time).
+  void WindowStages(const std::map<std::string, double>& start, double secs,
+                    MetricValues& record) const {
+    const double thread_s = secs * double(config_.GetInt("pipeline.threads"));
+    if (thread_s <= 0) return;
+    for (const auto& [name, busy] : StageBusy()) {
+      const auto then = start.find(name);
+      record["loader_busy/" + name] = (busy - (then == start.end() ? 0.0 : then->second)) / thread_s;
+    }
   }
 
   // RUN_DIR/profile.json: the phases of this run's steps, with the FLOPs,
@@ -503,9 +556,23 @@ class Trainer {
     const double loss = total[0] / terms_total;
     const auto docs = static_cast<int64_t>(total[2]);
     optimizer.emplace(phase, "optimizer", trace_, track_);
-    flat_->grads().div_(terms_total);
-    bool finite = std::isfinite(loss) && flat_->grads().isfinite().all().item<bool>();
-    double sq = flat_->grads().pow(2).sum().item<double>();
+    // This rank's part of the dense gradient: all of it, or with ZeRO-2 the
+    // shard it owns (and the others' squares and finiteness are summed in).
+    at::Tensor dense = zero_ >= 2 ? buckets_->shard_grads() : flat_->grads();
+    dense.div_(terms_total);
+    bool finite = std::isfinite(loss);
+    double sq = 0;
+    if (zero_ >= 2) {
+      auto part = torch::tensor({dense.pow(2).sum().item<double>(),
+                                 dense.isfinite().all().item<bool>() ? 0.0 : 1.0},
+                                torch::kDouble);
+      comm_->AllReduceSum(part);
+      sq = part[0].item<double>();
+      finite = finite && part[1].item<double>() == 0;
+    } else {
+      finite = finite && dense.isfinite().all().item<bool>();
+      sq = dense.pow(2).sum().item<double>();
+    }
     for (auto& r : rows) {
       r.grads.div_(terms_total);
       finite = finite && r.grads.isfinite().all().item<bool>();
@@ -530,15 +597,15 @@ class Trainer {
     const double norm = std::sqrt(sq);
     if (clip > 0 && norm > clip) {
       const double scale = clip / (norm + 1e-6);
-      flat_->grads().mul_(scale);
+      dense.mul_(scale);
       for (auto& r : rows) r.grads.mul_(scale);
     }
     const double lr = schedule_.At(step_);
     const double sparse_lr = config_.GetFloat("optim.sparse_lr") *
                              (schedule_.peak_lr() > 0 ? lr / schedule_.peak_lr() : 1.0);
     at::Tensor shard = flat_->params().narrow(0, shard_offset_, shard_numel_);
-    dense_opt_->Step(shard, flat_->grads().narrow(0, shard_offset_, shard_numel_), lr);
-    if (zero1_) {  // the gather is sync time, not optimizer time
+    dense_opt_->Step(shard, zero_ >= 2 ? dense : dense.narrow(0, shard_offset_, shard_numel_), lr);
+    if (zero_ >= 1) {  // the gather is sync time, not optimizer time
       const auto start = Clock::now();
       flat_->params().copy_(torch::cat(comm_->AllGatherRows(shard)));
       const double gather_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -588,7 +655,7 @@ class Trainer {
   // whole state and loads at any world size. Rank 0 writes it.
   void CheckpointAllRanks() {
     auto state = StateTensors();
-    if (zero1_) {
+    if (zero_ >= 1) {
       for (auto& [name, t] : state) {
         if (name.starts_with("dense.opt")) t = torch::cat(comm_->AllGatherRows(t));
       }
@@ -658,7 +725,7 @@ class Trainer {
     const SafetensorsFile file = SafetensorsFile::Open(c.FilePath("model.safetensors"));
     for (auto& [name, t] : StateTensors()) {
       // A sharded optimizer state takes its shard of the whole state saved.
-      const bool sharded = zero1_ && name.starts_with("dense.opt");
+      const bool sharded = zero_ >= 1 && name.starts_with("dense.opt");
       CopyFromCheckpoint(file, name, t, sharded ? shard_offset_ : 0,
                          sharded ? flat_->numel() : t.numel());
     }
@@ -687,7 +754,7 @@ class Trainer {
   std::vector<SparseOptimizer> sparse_opts_;
   std::unique_ptr<Comm> comm_;  // several ranks only
   std::unique_ptr<GradBuckets> buckets_;
-  bool zero1_ = false;                         // dist.zero >= 1 with several ranks
+  int zero_ = 0;                                // dist.zero with several ranks, else 0
   int64_t shard_offset_ = 0, shard_numel_ = 0;  // this rank's dense optimizer shard
   std::vector<int64_t> table_rows_;
   int64_t docs_per_rank_ = 0;

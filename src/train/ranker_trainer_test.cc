@@ -1,5 +1,6 @@
 #include "topspin/train/ranker_trainer.h"
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include "core/test_util.h"
 #include "topspin/core/config_schema.h"
@@ -16,6 +18,7 @@
 #include "topspin/data/checkpoint_store.h"
 #include "topspin/data/dataset.h"
 #include "topspin/data/gen_shop.h"
+#include "topspin/data/safetensors.h"
 #include "topspin/dist/spawn.h"
 #include "topspin/pipeline/shop_features.h"
 
@@ -192,9 +195,10 @@ TEST(DataParallelRank, Train) {
   o.rendezvous.file_store = fs::path(RankDir()) / "store";
   o.rendezvous.timeout = std::chrono::seconds(60);
   const auto r = TrainRanker(TestConfig(RankOverrides()), o);
-  // What the parent checks: P and this rank's optimizer state.
+  // What the parent checks: P, this rank's optimizer state and gradients.
   WriteFileAtomic(fs::path(RankDir()) / fmt::format("memory.{}", o.launch.rank),
-                  fmt::format("{} {}", r.dense_params, r.dense_optimizer_bytes));
+                  fmt::format("{} {} {}", r.dense_params, r.dense_optimizer_bytes,
+                              r.dense_grad_bytes));
 }
 
 // Trains in `dir` with `world` ranks (`extra`: more overrides, ';'-separated).
@@ -246,11 +250,28 @@ TEST(RankerTrainer, DataParallelMatchesOneProcessAndRepeatsBitwise) {
   EXPECT_EQ(Losses(two.path()), Losses(two_again.path()));
 }
 
-// (P, optimizer bytes) that rank `rank` of a run reported.
-std::pair<int64_t, int64_t> RankMemory(const fs::path& run, int rank) {
+// What rank `rank` of a run reported.
+struct RankBytes {
+  int64_t params = 0, optimizer = 0, grads = 0;
+};
+RankBytes RankMemory(const fs::path& run, int rank) {
   std::istringstream in(ReadFile(run / fmt::format("memory.{}", rank)));
-  std::pair<int64_t, int64_t> out;
-  in >> out.first >> out.second;
+  RankBytes out;
+  in >> out.params >> out.optimizer >> out.grads;
+  return out;
+}
+
+// The flat dense parameters of a run's newest checkpoint.
+torch::Tensor FinalParams(const fs::path& run) {
+  const auto c = CheckpointStore(run / "checkpoints").LoadLatest();
+  EXPECT_TRUE(c.has_value());
+  if (!c) return {};
+  const SafetensorsFile file = SafetensorsFile::Open(c->FilePath("model.safetensors"));
+  const TensorView* v = file.Find("dense.params");
+  EXPECT_NE(v, nullptr);
+  if (v == nullptr) return {};
+  auto out = torch::empty({int64_t(v->bytes.size() / sizeof(float))}, torch::kFloat);
+  std::memcpy(out.data_ptr(), v->bytes.data(), v->bytes.size());
   return out;
 }
 
@@ -269,14 +290,15 @@ TEST(RankerTrainer, Zero1MatchesDataParallelBitwiseAndShardsTheState) {
   for (size_t i = 0; i < loss2.size(); ++i) EXPECT_NEAR(loss3[i], loss2[i], 1e-5 * loss2[i]);
   // Per-rank AdamW state: 8P bytes without ZeRO, 8P / world with it (the
   // ZeRO-1 formula) within 5%; the shards cover P exactly.
-  const auto [p, full] = RankMemory(plain.path(), 0);
-  EXPECT_EQ(full, 8 * p);
+  const int64_t p = RankMemory(plain.path(), 0).params;
+  EXPECT_EQ(RankMemory(plain.path(), 0).optimizer, 8 * p);
   int64_t covered = 0;
   for (int r = 0; r < 4; ++r) {
-    const auto [p4, bytes] = RankMemory(zero.path(), r);
-    EXPECT_EQ(p4, p);
-    if (r < 3) EXPECT_NEAR(double(bytes), 8.0 * double(p) / 4, 0.05 * 8.0 * double(p) / 4);
-    covered += bytes;
+    const RankBytes m = RankMemory(zero.path(), r);
+    EXPECT_EQ(m.params, p);
+    if (r < 3) EXPECT_NEAR(double(m.optimizer), 8.0 * double(p) / 4, 0.05 * 8.0 * double(p) / 4);
+    EXPECT_EQ(m.grads, 4 * p);  // ZeRO-1 keeps whole gradients
+    covered += m.optimizer;
   }
   EXPECT_EQ(covered, 8 * p);
   // A sharded run's checkpoint (step 4) resumes in one process, another
@@ -286,6 +308,33 @@ TEST(RankerTrainer, Zero1MatchesDataParallelBitwiseAndShardsTheState) {
   EXPECT_EQ(more.resumed_from, 4);
   EXPECT_EQ(more.step, 8);
   EXPECT_NEAR(more.last_loss, loss2.back(), 1e-5 * loss2.back());
+}
+
+TEST(RankerTrainer, Zero2MatchesDataParallelAndShardsGradients) {
+  testing::TempDir plain, zero2, zero2_again;
+  // Clipping on: the gradient norm is summed from the ranks' shards.
+  TrainWorld(2, plain.path(), "optim.clip_norm=0.5");
+  TrainWorld(2, zero2.path(), "optim.clip_norm=0.5;dist.zero=2;dist.bucket_mib=1");
+  TrainWorld(2, zero2_again.path(), "optim.clip_norm=0.5;dist.zero=2;dist.bucket_mib=1");
+  // Reduce-scattered gradients train the same model as all-reduced ones.
+  const auto a = FinalParams(plain.path()), b = FinalParams(zero2.path());
+  ASSERT_EQ(a.numel(), b.numel());
+  EXPECT_LE((a - b).abs().max().item<double>(), 1e-6);
+  const auto la = Losses(plain.path()), lb = Losses(zero2.path());
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(lb[i], la[i], 1e-6 * la[i]) << i;
+  // And repeat bitwise.
+  EXPECT_EQ(FinalSha(zero2.path()), FinalSha(zero2_again.path()));
+  // Per rank: gradients 4P / 2 and AdamW state 8P / 2 (the ZeRO-2 formula)
+  // within 5%, against 4P and 8P without sharding.
+  const RankBytes whole = RankMemory(plain.path(), 0);
+  EXPECT_EQ(whole.grads, 4 * whole.params);
+  for (int r = 0; r < 2; ++r) {
+    const RankBytes m = RankMemory(zero2.path(), r);
+    EXPECT_NEAR(double(m.grads), 4.0 * double(m.params) / 2, 0.05 * 4.0 * double(m.params) / 2);
+    EXPECT_NEAR(double(m.optimizer), 8.0 * double(m.params) / 2,
+                0.05 * 8.0 * double(m.params) / 2);
+  }
 }
 
 // ---- the profiler names the bound of workloads built to have one ----

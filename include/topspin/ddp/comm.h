@@ -40,6 +40,9 @@ class CommWork {
   CommWork& operator=(CommWork&&) noexcept;
   void Wait();
   bool pending() const;
+  // True once the collective has completed (or was waited for): Wait()
+  // would not block.
+  bool Ready() const;
 
  private:
   friend class Comm;
@@ -63,6 +66,9 @@ class Comm {
   // bits. Started now, finished by Wait().
   CommWork AllReduceSumAsync(at::Tensor t);
   void AllReduceSum(at::Tensor t) { AllReduceSumAsync(std::move(t)).Wait(); }
+  // Sums `t` (contiguous, CPU) over ranks into root's `t`; the other ranks'
+  // `t` is scratch afterwards. The pieces of a reduce-scatter (ZeRO-2).
+  CommWork ReduceSumAsync(at::Tensor t, int root);
   // Every rank's `t` in rank order. Sizes along dim 0 may differ between
   // ranks (other dims and dtype must agree): rows are exchanged padded to
   // the largest, then trimmed.

@@ -12,6 +12,15 @@
 // order. Finish() launches what is left, waits for all of it and returns
 // the seconds it blocked: the sync time backward did not hide.
 //
+// With Options::shard_grads (ZeRO-2) the parameters' gradients are not
+// views of a flat buffer: the hook copies each gradient into its bucket's
+// staging buffer as soon as it is accumulated and frees it, a complete
+// bucket is reduce-scattered (one reduce per rank whose shard it overlaps,
+// to that rank), and each rank keeps only its shard of the summed flat
+// gradient (ShardRange) in shard_grads(). A staging buffer lives from its
+// bucket's first gradient until its reduce is done, so the gradient memory
+// is the shard plus the buckets in flight (peak_staging_bytes()).
+//
 // SyncRows sums the gradients of embedding rows over ranks. Large tables
 // exchange only the touched rows (all-gather of ids and rows, then a sum in
 // rank order, so every rank gets the same bits); tables whose dense
@@ -38,9 +47,12 @@ class GradBuckets {
   struct Options {
     int64_t bucket_bytes = int64_t{25} << 20;
     bool overlap = true;  // false: all-reduce every bucket in Finish(), after backward
+    bool shard_grads = false;  // ZeRO-2 (see above); `grads` is then unused
   };
   // params[i] is a leaf whose gradient is grads.narrow(0, slots[i].first,
   // slots[i].second); `grads` [P] float32 is the flat gradient buffer.
+  // With shard_grads, params[i] fills [slots[i].first, + second) of a flat
+  // gradient that exists only as shards.
   GradBuckets(Comm& comm, const std::vector<at::Tensor>& params,
               const std::vector<std::pair<int64_t, int64_t>>& slots, at::Tensor grads,
               Options options);
@@ -59,10 +71,21 @@ class GradBuckets {
   // [offset, offset + numel) of bucket b in the flat buffer.
   std::pair<int64_t, int64_t> bucket(size_t b) const;
 
+  // shard_grads only: this rank's shard of the summed flat gradient, valid
+  // after Finish() until the next backward's hooks fire.
+  const at::Tensor& shard_grads() const;
+  // shard_grads only: the most bytes of staging buffers alive at once.
+  int64_t peak_staging_bytes() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// This rank's shard [offset, offset + numel) of a flat buffer of `total`
+// elements split over `world` ranks: equal contiguous pieces of
+// ceil(total / world), the last shorter (or empty).
+std::pair<int64_t, int64_t> ShardRange(int64_t total, int world, int rank);
 
 // Touched embedding rows of one table: ids [U] int64 (unique) and their
 // gradients [U, D] float32.

@@ -38,8 +38,12 @@ class FlatParams {
 
   // Takes the module's parameters (named_parameters order) for which
   // `include(name)` is true; others (embedding tables) stay as they are.
+  // Without `flat_grads` (ZeRO-2, where only a shard of the gradient is
+  // kept) grads() is empty and autograd allocates each gradient, which
+  // GradBuckets moves out and frees.
   explicit FlatParams(torch::nn::Module& module,
-                      const std::function<bool(const std::string&)>& include = {});
+                      const std::function<bool(const std::string&)>& include = {},
+                      bool flat_grads = true);
 
   at::Tensor& params() { return params_; }
   at::Tensor& grads() { return grads_; }
@@ -50,6 +54,7 @@ class FlatParams {
   // The flattened parameters, in slots() order.
   const std::vector<at::Tensor>& parameters() const { return parameters_; }
 
+  // Zeroes the flat gradient (or, without one, frees every gradient).
   void ZeroGrad();
   // Copies `values` ([P] float32) into the buffer; the views stay valid.
   void Load(const at::Tensor& values);

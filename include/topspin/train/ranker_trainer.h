@@ -80,6 +80,11 @@ struct RankerTrainResult {
   // This rank's dense optimizer state: 8P bytes for AdamW, 8P/world with
   // dist.zero 1 (ZeRO-1), rounded up to whole shards.
   int64_t dense_optimizer_bytes = 0;
+  // This rank's dense gradient storage: 4P bytes, 4P/world with dist.zero 2
+  // (ZeRO-2), which also holds buckets in flight: at most
+  // grad_staging_peak_bytes at once.
+  int64_t dense_grad_bytes = 0;
+  int64_t grad_staging_peak_bytes = 0;
   std::filesystem::path checkpoint;  // the last checkpoint written
   // Wall seconds of this process by phase: data_wait (blocked on the input
   // pipeline), forward, backward, sync (waiting for gradient exchange that
