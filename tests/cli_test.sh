@@ -157,6 +157,10 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   else
     echo "skip: torchrun interop needs Debian's python3-torch (scripts/install-deps.sh)"
   fi
+  # bench dist end to end, tiny: the ranker and the GPT, every ZeRO stage,
+  # per-rank model state equal to the formula.
+  expect 0 "GPT ZeRO-2 model state.* 1\.00x" -- "$bin" bench dist --queries 300 --steps 10 \
+    --gpt-steps 1 --gpt-batch 2 --scratch "$tmp/bd"
   "$bin" "${dist_args[@]}" --set train.steps=1000000 --nproc 2 --run-dir "$tmp/dpk" >"$tmp/dpk.log" 2>&1 &
   launcher=$!
   sleep 4

@@ -2,10 +2,13 @@
 // gradient all-reduce overlapped with backward and without: throughput,
 // scaling efficiency and the exposed sync share of rank 0's step. Each case
 // is a `topspin train` run of this binary, so launch, rendezvous and
-// supervision are part of what is measured.
+// supervision are part of what is measured. Then the same for a tiny GPT
+// (bench_dist_gpt.cc), whose parameters are all dense, with ZeRO-0/1/2.
 #include <unistd.h>
 
 #include <regex>
+
+#include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
@@ -14,6 +17,7 @@
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
 #include "topspin/data/gen_shop.h"
+#include "topspin/dist/spawn.h"
 #include "topspin/pipeline/shop_features.h"
 
 namespace topspin::cli {
@@ -61,7 +65,79 @@ DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool ov
   return out;
 }
 
+struct GptRun {
+  double tokens_per_s = 0, sync_share = 0;
+  double params = 0, grad_bytes = 0, optimizer_bytes = 0, staging_peak_bytes = 0;
+};
+
+// The tiny GPT trained by `world` ranks of this binary (`bench
+// dist-gpt-rank`), `threads` LibTorch threads each.
+GptRun RunGpt(const DistBenchOptions& o, const fs::path& dir, int world, int threads,
+              bool overlap, int zero) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path out = dir / "result.json";
+  SpawnOptions so;
+  so.argv = {SelfExe(), "bench", "dist-gpt-rank", "--out", out.string(),
+             "--store", (dir / "store").string(), "--threads", std::to_string(threads),
+             "--batch", std::to_string(o.gpt_batch), "--steps", std::to_string(o.gpt_steps),
+             "--overlap", overlap ? "true" : "false", "--zero", std::to_string(zero)};
+  so.nproc = world;
+  so.grace_s = 5;
+  const SpawnResult r = SpawnAndSupervise(so);
+  if (r.exit_code != 0) {
+    throw Error(ErrorKind::kInternal, fmt::format("bench dist: the GPT job (world {}, ZeRO-{}) "
+                                                  "failed: {}",
+                                                  world, zero, r.cause));
+  }
+  const auto j = nlohmann::json::parse(ReadFile(out));
+  return {j.at("tokens_per_s").get<double>(), j.at("sync_share").get<double>(),
+          j.at("params").get<double>(),       j.at("grad_bytes").get<double>(),
+          j.at("optimizer_bytes").get<double>(), j.at("staging_peak_bytes").get<double>()};
+}
+
+// fp32 model state per rank with AdamW (two moments): parameters 4P,
+// gradients 4P, optimizer 8P; ZeRO-1 shards the optimizer state over the
+// N ranks (4P + 4P + 8P/N), ZeRO-2 the gradients too (4P + 4P/N + 8P/N).
+double ModelState(double params, double grad_bytes, double optimizer_bytes) {
+  return 4 * params + grad_bytes + optimizer_bytes;
+}
+double ZeroFormula(double params, int zero, int world) {
+  return (4 + (zero >= 2 ? 4.0 / world : 4.0) + (zero >= 1 ? 8.0 / world : 8.0)) * params;
+}
+
+void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
+  const fs::path dir = o.scratch / "bench-dist-gpt";
+  // World 1 gets both cores as 2 LibTorch threads; world 2 one each.
+  const GptRun one = RunGpt(o, dir / "w1", 1, 2, true, 0);
+  const GptRun two = RunGpt(o, dir / "w2", 2, 1, true, 0);
+  const GptRun serial = RunGpt(o, dir / "w2s", 2, 1, false, 0);
+  const GptRun zero1 = RunGpt(o, dir / "w2z1", 2, 1, true, 1);
+  const GptRun zero2 = RunGpt(o, dir / "w2z2", 2, 1, true, 2);
+  fs::remove_all(dir);
+  t.rows.push_back({"GPT world 2 throughput", two.tokens_per_s, "world 1 (2 threads)",
+                    one.tokens_per_s, "tokens/s"});
+  t.rows.push_back({"GPT world 2 sync share, overlapped", 100 * two.sync_share, "not overlapped",
+                    100 * serial.sync_share, "% of step"});
+  t.rows.push_back({"GPT world 2 throughput, overlapped", two.tokens_per_s, "not overlapped",
+                    serial.tokens_per_s, "tokens/s"});
+  for (const auto& [zero, run] : {std::pair{0, two}, std::pair{1, zero1}, std::pair{2, zero2}}) {
+    t.rows.push_back({fmt::format("GPT ZeRO-{} model state, rank 0", zero),
+                      ModelState(run.params, run.grad_bytes, run.optimizer_bytes),
+                      fmt::format("formula, P = {:.0f}", run.params),
+                      ZeroFormula(run.params, zero, 2), "bytes"});
+  }
+  t.rows.push_back({"GPT ZeRO-2 staging peak, rank 0", zero2.staging_peak_bytes,
+                    "whole gradient 4P", 4 * zero2.params, "bytes"});
+  t.rows.push_back({"GPT world 2 throughput, ZeRO-2", zero2.tokens_per_s, "ZeRO-0",
+                    two.tokens_per_s, "tokens/s"});
+}
+
 }  // namespace
+
+GptShape BenchGptShape() {
+  return GptShape{.vocab = 2048, .context = 128, .layers = 4, .d_model = 256, .heads = 4};
+}
 
 std::string YamlList(const std::vector<std::string>& items) {
   std::string out = "[";
@@ -93,29 +169,29 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   const DistRun zero2 = RunTrain(config, o.scratch / "bench-dist-w2z2", 2, true, 2);
   BenchTable t{"dist",
                fmt::format("ranker (shop features, 4 x 2^18 x 16 tables), global batch {} lists, "
-                           "{} steps, 1 pipeline + 1 LibTorch thread per rank, Gloo over a file "
-                           "store on this host; sync = rank 0's time blocked on gradient exchange",
-                           o.batch, o.steps),
+                           "{} steps, 1 pipeline + 1 LibTorch thread per rank; GPT (4 x 256, "
+                           "context 128, vocab 2048, {:.1f}M parameters), global batch {} "
+                           "sequences, {} steps, 4 MiB buckets, synthetic tokens; Gloo over a "
+                           "file store on this host; sync = rank 0's time blocked on collectives",
+                           o.batch, o.steps, double(ParameterCount(BenchGptShape())) / 1e6,
+                           o.gpt_batch, o.gpt_steps),
                {}};
   t.rows.push_back({"world 2 throughput", two.docs_per_s, "world 1", one.docs_per_s, "docs/s"});
   t.rows.push_back({"world 2 sync share, overlapped", 100 * two.sync_share, "not overlapped",
                     100 * two_serial.sync_share, "% of step"});
   t.rows.push_back({"world 2 throughput, overlapped", two.docs_per_s, "not overlapped",
                     two_serial.docs_per_s, "docs/s"});
-  // fp32 model state per rank with AdamW (two moments): parameters 4P,
-  // gradients 4P, optimizer 8P; ZeRO-1 shards the optimizer state over the
-  // N ranks (4P + 4P + 8P/N), ZeRO-2 the gradients too (4P + 4P/N + 8P/N).
-  const auto state = [](const DistRun& r) { return 4 * r.params + r.grad_bytes + r.optimizer_bytes; };
-  t.rows.push_back({"ZeRO-0 model state, rank 0", state(two), "formula 16P", 16 * two.params,
-                    "bytes"});
-  t.rows.push_back({"ZeRO-1 model state, rank 0", state(zero1), "formula 4P+4P+8P/2",
-                    (4 + 4 + 8.0 / 2) * zero1.params, "bytes"});
-  t.rows.push_back({"ZeRO-2 model state, rank 0", state(zero2), "formula 4P+4P/2+8P/2",
-                    (4 + 4.0 / 2 + 8.0 / 2) * zero2.params, "bytes"});
+  for (const auto& [zero, run] : {std::pair{0, two}, std::pair{1, zero1}, std::pair{2, zero2}}) {
+    t.rows.push_back({fmt::format("ZeRO-{} model state, rank 0", zero),
+                      ModelState(run.params, run.grad_bytes, run.optimizer_bytes),
+                      fmt::format("formula, P = {:.0f}", run.params),
+                      ZeroFormula(run.params, zero, 2), "bytes"});
+  }
   t.rows.push_back({"world 2 throughput, ZeRO-1", zero1.docs_per_s, "ZeRO-0", two.docs_per_s,
                     "docs/s"});
   t.rows.push_back({"world 2 throughput, ZeRO-2", zero2.docs_per_s, "ZeRO-0", two.docs_per_s,
                     "docs/s"});
+  AddGptRows(o, t);
   return t;
 }
 

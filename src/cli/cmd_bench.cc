@@ -128,7 +128,9 @@ void RegisterBench(CLI::App& app) {
   static DistBenchOptions dist;
   dist.scratch = data.scratch;
   auto* dist_cmd = bench->add_subcommand(
-      "dist", "Ranker data parallel at world 1 and 2: docs/s, scaling, exposed sync share");
+      "dist",
+      "Ranker and tiny GPT data parallel at world 1 and 2: throughput, scaling, exposed sync "
+      "share, ZeRO memory");
   dist_cmd->add_option("--json", args.json_path, "also write the table as JSON to this file");
   dist_cmd->add_option("--queries", dist.queries, "training queries")
       ->check(CLI::Range(uint64_t{100}, uint64_t{100000000}))
@@ -141,7 +143,26 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   dist_cmd->add_option("--scratch", dist.scratch, "where inputs are generated")
       ->capture_default_str();
+  dist_cmd->add_option("--gpt-batch", dist.gpt_batch, "the tiny GPT's global batch in sequences")
+      ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
+  dist_cmd->add_option("--gpt-steps", dist.gpt_steps, "timed steps per GPT run")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   dist_cmd->callback([] { Report(RunDistBench(dist), args); });
+
+  // One rank of bench dist's GPT job; hidden (group ""), started by the bench.
+  static GptDistOptions gpt_rank;
+  auto* gpt_cmd = bench->add_subcommand("dist-gpt-rank", "one rank of bench dist's GPT job");
+  gpt_cmd->group("");
+  gpt_cmd->add_option("--out", gpt_rank.out)->required();
+  gpt_cmd->add_option("--store", gpt_rank.store)->required();
+  gpt_cmd->add_option("--threads", gpt_rank.threads)->check(CLI::Range(1, 1024));
+  gpt_cmd->add_option("--batch", gpt_rank.batch)->check(CLI::Range(1, 1 << 20));
+  gpt_cmd->add_option("--steps", gpt_rank.steps)->check(CLI::Range(1, 1 << 30));
+  gpt_cmd->add_option("--overlap", gpt_rank.overlap);
+  gpt_cmd->add_option("--zero", gpt_rank.zero)->check(CLI::Range(0, 2));
+  gpt_cmd->callback([] { RunGptDistRank(gpt_rank); });
 
   static OrderBenchOptions order;
   auto* order_cmd = bench->add_subcommand(

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 
 #include <fmt/format.h>
@@ -38,6 +39,23 @@ auto Guard(const std::string& what, int rank, F&& f) {
     if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
     throw DistError(fmt::format("rank {}: {} failed: {}", rank, what, msg), "dist", kTimeoutHint);
   }
+}
+
+// Runs f (a wait on a collective) under Guard, adding the seconds it
+// blocked to *blocked.
+template <typename F>
+auto Blocking(double* blocked, const std::string& what, int rank, F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  struct Add {
+    double* to;
+    std::chrono::steady_clock::time_point from;
+    ~Add() {
+      if (to != nullptr) {
+        *to += std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+      }
+    }
+  } add{blocked, start};
+  return Guard(what, rank, std::forward<F>(f));
 }
 
 std::string Bytes(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
@@ -112,6 +130,7 @@ struct CommWork::Impl {
   c10::intrusive_ptr<c10d::Work> work;
   std::string what;
   int rank = 0;
+  double* blocked = nullptr;  // the Comm's blocked_seconds
 };
 
 CommWork::CommWork() = default;
@@ -131,13 +150,14 @@ bool CommWork::Ready() const { return !pending() || impl_->work->isCompleted(); 
 void CommWork::Wait() {
   if (!pending()) return;
   auto work = std::move(impl_->work);
-  Guard(impl_->what, impl_->rank, [&] { return work->wait(); });
+  Blocking(impl_->blocked, impl_->what, impl_->rank, [&] { return work->wait(); });
 }
 
 struct Comm::Impl {
   LaunchEnv env;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  double blocked_s = 0;
 };
 
 Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -166,12 +186,14 @@ std::unique_ptr<Comm> Comm::Connect(const LaunchEnv& env, const CommOptions& opt
 
 int Comm::rank() const { return impl_->env.rank; }
 int Comm::world_size() const { return impl_->env.world_size; }
+double Comm::blocked_seconds() const { return impl_->blocked_s; }
 
 CommWork Comm::AllReduceSumAsync(at::Tensor t) {
   CommWork w;
   w.impl_ = std::make_unique<CommWork::Impl>();
   w.impl_->what = "all-reduce";
   w.impl_->rank = rank();
+  w.impl_->blocked = &impl_->blocked_s;
   std::vector<at::Tensor> tensors{std::move(t)};
   w.impl_->work = Guard("all-reduce", rank(), [&] { return impl_->pg->allreduce(tensors); });
   return w;
@@ -182,6 +204,7 @@ CommWork Comm::ReduceSumAsync(at::Tensor t, int root) {
   w.impl_ = std::make_unique<CommWork::Impl>();
   w.impl_->what = fmt::format("reduce to rank {}", root);
   w.impl_->rank = rank();
+  w.impl_->blocked = &impl_->blocked_s;
   std::vector<at::Tensor> tensors{std::move(t)};
   c10d::ReduceOptions options;
   options.rootRank = root;
@@ -195,7 +218,8 @@ std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
   std::vector<at::Tensor> in{torch::tensor({t.size(0)}, torch::kLong)};
   std::vector<std::vector<at::Tensor>> sizes(1);
   for (int r = 0; r < w; ++r) sizes[0].push_back(torch::empty({1}, torch::kLong));
-  Guard("all-gather of row counts", rank(), [&] { return impl_->pg->allgather(sizes, in)->wait(); });
+  Blocking(&impl_->blocked_s, "all-gather of row counts", rank(),
+           [&] { return impl_->pg->allgather(sizes, in)->wait(); });
   int64_t most = 0;
   for (const auto& s : sizes[0]) most = std::max(most, s.item<int64_t>());
   auto shape = t.sizes().vec();
@@ -205,7 +229,8 @@ std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
   std::vector<at::Tensor> send{padded};
   std::vector<std::vector<at::Tensor>> got(1);
   for (int r = 0; r < w; ++r) got[0].push_back(torch::empty(shape, t.options()));
-  Guard("all-gather", rank(), [&] { return impl_->pg->allgather(got, send)->wait(); });
+  Blocking(&impl_->blocked_s, "all-gather", rank(),
+           [&] { return impl_->pg->allgather(got, send)->wait(); });
   std::vector<at::Tensor> out;
   for (int r = 0; r < w; ++r) out.push_back(got[0][r].narrow(0, 0, sizes[0][r].item<int64_t>()));
   return out;
@@ -215,7 +240,8 @@ void Comm::Broadcast(at::Tensor t, int root) {
   std::vector<at::Tensor> tensors{std::move(t)};
   c10d::BroadcastOptions o;
   o.rootRank = root;
-  Guard("broadcast", rank(), [&] { return impl_->pg->broadcast(tensors, o)->wait(); });
+  Blocking(&impl_->blocked_s, "broadcast", rank(),
+           [&] { return impl_->pg->broadcast(tensors, o)->wait(); });
 }
 
 void Comm::Barrier() {

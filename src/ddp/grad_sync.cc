@@ -112,7 +112,11 @@ struct GradBuckets::Impl {
 
   void OnReady(size_t param) {
     if (!armed || !options.overlap) return;
-    if (options.shard_grads) Stage(param);
+    if (options.shard_grads) {
+      // Frees what has been reduced before staging more.
+      while (next_harvest < next_launch && Done(next_harvest)) Harvest(next_harvest++);
+      Stage(param);
+    }
     const int b = bucket_of[param];
     if (++ready[b] != int(members[b].size())) return;
     while (next_launch < buckets.size() && ready[next_launch] == int(members[next_launch].size())) {

@@ -508,6 +508,17 @@ class Trainer {
     auto* total = totals.data_ptr<double>();
     CommWork totals_work;
     auto& phase = result_.phase_s;
+    // Sync is the time blocked on collectives, exactly: the exchange's own
+    // work (packing and summing rows, staging) is the update's preparation.
+    const double sync_before = phase["sync"];
+    const double blocked_before = comm_ ? comm_->blocked_seconds() : 0;
+    const auto settle_sync = [&] {
+      if (!comm_) return;
+      const double blocked = comm_->blocked_seconds() - blocked_before;
+      const double moved = (phase["sync"] - sync_before) - blocked;
+      phase["sync"] -= moved;
+      phase["optimizer"] += moved;
+    };
     for (int64_t a = 0; a < accum; ++a) {
       BatchPtr batch;
       {
@@ -590,6 +601,7 @@ class Trainer {
       spdlog::warn("step {}: non-finite loss or gradient; step skipped ({} in a row)", step_,
                    bad_in_a_row_);
       flat_->ZeroGrad();
+      settle_sync();
       return {loss, docs};
     }
     bad_in_a_row_ = 0;
@@ -605,18 +617,13 @@ class Trainer {
                              (schedule_.peak_lr() > 0 ? lr / schedule_.peak_lr() : 1.0);
     at::Tensor shard = flat_->params().narrow(0, shard_offset_, shard_numel_);
     dense_opt_->Step(shard, zero_ >= 2 ? dense : dense.narrow(0, shard_offset_, shard_numel_), lr);
-    if (zero_ >= 1) {  // the gather is sync time, not optimizer time
-      const auto start = Clock::now();
-      flat_->params().copy_(torch::cat(comm_->AllGatherRows(shard)));
-      const double gather_s = std::chrono::duration<double>(Clock::now() - start).count();
-      phase["sync"] += gather_s;
-      phase["optimizer"] -= gather_s;
-    }
+    if (zero_ >= 1) flat_->params().copy_(torch::cat(comm_->AllGatherRows(shard)));
     for (size_t c = 0; c < tables; ++c) {
       sparse_opts_[c].Step(ranker_->tables()[c], rows[c].ids, rows[c].grads, sparse_lr);
     }
     bytes_moved_ += StepBytes(rows);
     flat_->ZeroGrad();
+    settle_sync();
     return {loss, docs};
   }
 

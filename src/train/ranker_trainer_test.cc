@@ -98,6 +98,18 @@ TEST(RankerTrainer, LearnsLogsEvaluatesAndCheckpoints) {
     const auto j = nlohmann::json::parse(line);
     if (j.contains("loss")) {
       (train_lines++ == 0 ? first_loss : last_loss) = j["loss"].get<double>();
+      // Each window's phases (ms per step) and loader-stage use (the
+      // report's stacked bars): every phase present, the steps' own
+      // phases non-zero, the shares of the loader's threads in [0, 1].
+      for (const auto& phase : ProfilePhases()) EXPECT_TRUE(j.contains("phase_ms/" + phase)) << phase;
+      EXPECT_GT(j["phase_ms/forward"].get<double>(), 0);
+      EXPECT_GT(j["phase_ms/backward"].get<double>(), 0);
+      for (const char* stage : {"read", "decode", "transform", "assemble"}) {
+        const std::string key = std::string("loader_busy/") + stage;
+        ASSERT_TRUE(j.contains(key)) << key;
+        EXPECT_GE(j[key].get<double>(), 0);
+        EXPECT_LE(j[key].get<double>(), 1.05);
+      }
     }
     if (j.contains("valid/ndcg@10")) ++eval_lines;
   }

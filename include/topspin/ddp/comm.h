@@ -61,6 +61,9 @@ class Comm {
 
   int rank() const;
   int world_size() const;
+  // Seconds this rank has spent blocked waiting for collectives (waits and
+  // synchronous collectives): what the profiler calls sync.
+  double blocked_seconds() const;
 
   // Sums `t` (contiguous, CPU) over ranks in place; every rank gets the same
   // bits. Started now, finished by Wait().

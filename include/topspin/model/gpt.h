@@ -1,0 +1,52 @@
+// A GPT-2-style decoder in LibTorch: the model `topspin bench dist`
+// trains data parallel, and the shape topspin/plan/transformer_cost.h
+// costs (GptShape: learned positions, pre-LayerNorm blocks with biases,
+// GELU MLP, final LayerNorm, head tied to the token embedding or its own).
+//
+//   tokens [B, T] -> wte + wpe -> L x (x += attn(ln1 x); x += mlp(ln2 x))
+//                 -> ln_f -> logits [B, T, vocab]
+//
+// Attention is causal multi-head attention written with matmuls and a mask:
+// LibTorch 1.13 has no scaled_dot_product_attention, so there is no flash
+// kernel to call. Initialisation follows GPT-2: normal(0, 0.02) weights,
+// zero biases, and the residual projections scaled by 1 / sqrt(2 L).
+// Every parameter is dense, so all of them go into FlatParams.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <ATen/core/Tensor.h>
+
+#include "topspin/plan/transformer_cost.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace topspin {
+
+class Gpt {
+ public:
+  // Error{kConfig} naming the field for a shape ParameterCount() refuses.
+  Gpt(const GptShape& shape, uint64_t seed);
+  ~Gpt();
+  Gpt(const Gpt&) = delete;
+  Gpt& operator=(const Gpt&) = delete;
+
+  // tokens [B, T] int64 with T <= context -> logits [B, T, vocab].
+  at::Tensor Logits(const at::Tensor& tokens) const;
+  // Sum of the next-token cross-entropies of windows [B, T + 1]: inputs
+  // [:, :T], targets [:, 1:]. A sum (not a mean), so data-parallel ranks
+  // add their parts and divide by the global count once.
+  at::Tensor LossSum(const at::Tensor& windows) const;
+
+  torch::nn::Module& module();
+  const GptShape& shape() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace topspin

@@ -1,0 +1,113 @@
+#include "topspin/model/gpt.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "topspin/core/error.h"
+
+namespace topspin {
+namespace {
+
+struct Block : torch::nn::Module {
+  Block(const GptShape& s) : heads(s.heads) {
+    ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.d_model})));
+    qkv = register_module("qkv", torch::nn::Linear(s.d_model, 3 * s.d_model));
+    proj = register_module("proj", torch::nn::Linear(s.d_model, s.d_model));
+    ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.d_model})));
+    fc = register_module("fc", torch::nn::Linear(s.d_model, s.d_ff));
+    out = register_module("out", torch::nn::Linear(s.d_ff, s.d_model));
+  }
+
+  // x [B, T, D]; mask [T, T], -inf above the diagonal.
+  torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& mask) {
+    const int64_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / heads;
+    const auto split = qkv->forward(ln1->forward(x)).view({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
+    const auto q = split[0], k = split[1], v = split[2];  // [B, H, T, hd]
+    const auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(hd)) + mask;
+    const auto attended = torch::matmul(torch::softmax(scores, -1), v);
+    auto h = x + proj->forward(attended.transpose(1, 2).reshape({b, t, d}));
+    return h + out->forward(torch::gelu(fc->forward(ln2->forward(h))));
+  }
+
+  int64_t heads;
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc{nullptr}, out{nullptr};
+};
+
+struct Net : torch::nn::Module {
+  explicit Net(const GptShape& s) {
+    wte = register_module("wte", torch::nn::Embedding(s.vocab, s.d_model));
+    wpe = register_module("wpe", torch::nn::Embedding(s.context, s.d_model));
+    for (int64_t l = 0; l < s.layers; ++l) {
+      blocks.push_back(register_module(fmt::format("h{}", l), std::make_shared<Block>(s)));
+    }
+    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.d_model})));
+    if (!s.tied_embeddings) {
+      head = register_module("head", torch::nn::Linear(
+                                          torch::nn::LinearOptions(s.d_model, s.vocab).bias(false)));
+    }
+  }
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  std::vector<std::shared_ptr<Block>> blocks;
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+
+}  // namespace
+
+struct Gpt::Impl {
+  GptShape shape;
+  std::shared_ptr<Net> net;
+};
+
+Gpt::Gpt(const GptShape& shape, uint64_t seed) : impl_(std::make_unique<Impl>()) {
+  ParameterCount(shape);  // validates the shape, naming the field
+  impl_->shape = shape;
+  torch::manual_seed(seed);
+  impl_->net = std::make_shared<Net>(shape);
+  torch::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * double(shape.layers));
+  for (auto& item : impl_->net->named_parameters()) {
+    const std::string& name = item.key();
+    auto& p = item.value();
+    if (name.find(".ln") != std::string::npos || name.starts_with("ln_f")) continue;  // 1 and 0
+    if (name.ends_with(".bias")) {
+      p.zero_();
+    } else if (name.ends_with("proj.weight") || name.ends_with("out.weight")) {
+      p.normal_(0, residual_std);
+    } else {
+      p.normal_(0, 0.02);
+    }
+  }
+}
+
+Gpt::~Gpt() = default;
+
+at::Tensor Gpt::Logits(const at::Tensor& tokens) const {
+  Net& net = *impl_->net;  // the impl is not const; forward() is not either
+  const int64_t t = tokens.size(1);
+  if (t > impl_->shape.context) {
+    throw InternalError(fmt::format("Gpt: {} tokens for a context of {}", t, impl_->shape.context));
+  }
+  const auto positions = torch::arange(t, torch::kLong);
+  auto x = net.wte->forward(tokens) + net.wpe->forward(positions);
+  const auto mask = torch::full({t, t}, -INFINITY).triu(1);
+  for (const auto& block : net.blocks) x = block->Forward(x, mask);
+  x = net.ln_f->forward(x);
+  return net.head ? net.head->forward(x) : torch::matmul(x, net.wte->weight.t());
+}
+
+at::Tensor Gpt::LossSum(const at::Tensor& windows) const {
+  const int64_t t = windows.size(1) - 1;
+  const auto logits = Logits(windows.narrow(1, 0, t));
+  return torch::nn::functional::cross_entropy(
+      logits.reshape({-1, impl_->shape.vocab}), windows.narrow(1, 1, t).reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+torch::nn::Module& Gpt::module() { return *impl_->net; }
+const GptShape& Gpt::shape() const { return impl_->shape; }
+
+}  // namespace topspin

@@ -1,0 +1,70 @@
+#include "topspin/model/gpt.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "topspin/core/error.h"
+
+namespace topspin {
+namespace {
+
+GptShape Tiny(bool tied = true) {
+  return GptShape{.vocab = 37, .context = 12, .layers = 2, .d_model = 16, .heads = 4,
+                  .tied_embeddings = tied};
+}
+
+int64_t Count(Gpt& gpt) {
+  int64_t n = 0;
+  for (const auto& p : gpt.module().parameters()) n += p.numel();
+  return n;
+}
+
+TEST(Gpt, HasExactlyTheParametersThePlannerCounts) {
+  for (bool tied : {true, false}) {
+    Gpt gpt(Tiny(tied), 1);
+    EXPECT_EQ(Count(gpt), ParameterCount(Tiny(tied))) << "tied " << tied;
+  }
+  GptShape bad = Tiny();
+  bad.heads = 5;  // does not divide d_model
+  EXPECT_THROW(Gpt(bad, 1), Error);
+}
+
+TEST(Gpt, IsCausal) {
+  Gpt gpt(Tiny(), 2);
+  torch::NoGradGuard no_grad;
+  const auto tokens = torch::randint(37, {2, 12}, torch::kLong);
+  auto changed = tokens.clone();
+  changed.select(1, 7).copy_((tokens.select(1, 7) + 1).remainder(37));
+  const auto a = gpt.Logits(tokens), b = gpt.Logits(changed);
+  EXPECT_EQ(a.sizes(), (std::vector<int64_t>{2, 12, 37}));
+  // Positions before the change see none of it; the changed one does.
+  EXPECT_TRUE(torch::equal(a.narrow(1, 0, 7), b.narrow(1, 0, 7)));
+  EXPECT_FALSE(torch::allclose(a.select(1, 7), b.select(1, 7)));
+  // A prefix alone gives the prefix's logits.
+  EXPECT_TRUE(torch::allclose(gpt.Logits(tokens.narrow(1, 0, 5)), a.narrow(1, 0, 5), 1e-5, 1e-6));
+  EXPECT_THROW(gpt.Logits(torch::zeros({1, 13}, torch::kLong)), Error);
+}
+
+TEST(Gpt, StartsNearUniformAndLearnsASequence) {
+  Gpt gpt(Tiny(), 3);
+  // A cycle 0, 1, ..., 36, 0, ...: each token predicts the next.
+  const auto windows = torch::arange(13, torch::kLong).unsqueeze(0).repeat({8, 1}) +
+                       torch::arange(8, torch::kLong).unsqueeze(1) * 4;
+  const auto cycle = windows.remainder(37);
+  const double tokens = 8.0 * 12;
+  const double initial = gpt.LossSum(cycle).item<double>() / tokens;
+  EXPECT_NEAR(initial, std::log(37.0), 0.3);  // small initial weights: near uniform
+  torch::optim::AdamW opt(gpt.module().parameters(), torch::optim::AdamWOptions(1e-2));
+  double loss = initial;
+  for (int step = 0; step < 60; ++step) {
+    opt.zero_grad();
+    auto l = gpt.LossSum(cycle) / tokens;
+    l.backward();
+    opt.step();
+    loss = l.item<double>();
+  }
+  EXPECT_LT(loss, 0.2 * initial);
+}
+
+}  // namespace
+}  // namespace topspin
