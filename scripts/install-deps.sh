@@ -20,6 +20,8 @@ build_packages=(
   libzstd-dev libxxhash-dev libsentencepiece-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2  # tests/cli_test.sh: the two-host test in network namespaces
+  chromium-headless-shell  # tests/report_chromium_test.sh: `topspin report`'s page in a browser
+  python3-torch  # tests/cli_test.sh: a job launched by torchrun (torch.distributed.run)
 )
 # Peers measured by `topspin bench` in the same run.
 bench_packages=(python3 python3-torch python3-numpy python3-pandas python3-xgboost)

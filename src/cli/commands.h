@@ -18,6 +18,7 @@ void RegisterPipeline(CLI::App& app);
 void RegisterTrain(CLI::App& app);
 void RegisterEval(CLI::App& app);
 void RegisterProfile(CLI::App& app);
+void RegisterReport(CLI::App& app);
 void RegisterBench(CLI::App& app);
 
 }  // namespace topspin::cli

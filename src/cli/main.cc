@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   cli::RegisterTrain(app);
   cli::RegisterEval(app);
   cli::RegisterProfile(app);
+  cli::RegisterReport(app);
   cli::RegisterBench(app);
 
   try {
