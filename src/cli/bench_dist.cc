@@ -67,7 +67,9 @@ DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool ov
 
 struct GptRun {
   double tokens_per_s = 0, sync_share = 0;
-  double params = 0, grad_bytes = 0, optimizer_bytes = 0, staging_peak_bytes = 0;
+  double params = 0, param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+  double staging_peak_bytes = 0;  // ZeRO-2 gradient staging, ZeRO-3 gathered units
+  double param_abs_sum = 0;       // sum of |parameters| after training
 };
 
 // The tiny GPT trained by `world` ranks of this binary (`bench
@@ -91,19 +93,24 @@ GptRun RunGpt(const DistBenchOptions& o, const fs::path& dir, int world, int thr
                                                   world, zero, r.cause));
   }
   const auto j = nlohmann::json::parse(ReadFile(out));
-  return {j.at("tokens_per_s").get<double>(), j.at("sync_share").get<double>(),
-          j.at("params").get<double>(),       j.at("grad_bytes").get<double>(),
-          j.at("optimizer_bytes").get<double>(), j.at("staging_peak_bytes").get<double>()};
+  return {.tokens_per_s = j.at("tokens_per_s").get<double>(),
+          .sync_share = j.at("sync_share").get<double>(),
+          .params = j.at("params").get<double>(),
+          .param_bytes = j.at("param_bytes").get<double>(),
+          .grad_bytes = j.at("grad_bytes").get<double>(),
+          .optimizer_bytes = j.at("optimizer_bytes").get<double>(),
+          .staging_peak_bytes = j.at("staging_peak_bytes").get<double>(),
+          .param_abs_sum = j.at("param_abs_sum").get<double>()};
 }
 
 // fp32 model state per rank with AdamW (two moments): parameters 4P,
 // gradients 4P, optimizer 8P; ZeRO-1 shards the optimizer state over the
-// N ranks (4P + 4P + 8P/N), ZeRO-2 the gradients too (4P + 4P/N + 8P/N).
-double ModelState(double params, double grad_bytes, double optimizer_bytes) {
-  return 4 * params + grad_bytes + optimizer_bytes;
-}
+// N ranks (4P + 4P + 8P/N), ZeRO-2 the gradients too (4P + 4P/N + 8P/N),
+// ZeRO-3 the parameters too (16P/N).
 double ZeroFormula(double params, int zero, int world) {
-  return (4 + (zero >= 2 ? 4.0 / world : 4.0) + (zero >= 1 ? 8.0 / world : 8.0)) * params;
+  return ((zero >= 3 ? 4.0 / world : 4.0) + (zero >= 2 ? 4.0 / world : 4.0) +
+          (zero >= 1 ? 8.0 / world : 8.0)) *
+         params;
 }
 
 void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
@@ -114,6 +121,7 @@ void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
   const GptRun serial = RunGpt(o, dir / "w2s", 2, 1, false, 0);
   const GptRun zero1 = RunGpt(o, dir / "w2z1", 2, 1, true, 1);
   const GptRun zero2 = RunGpt(o, dir / "w2z2", 2, 1, true, 2);
+  const GptRun zero3 = RunGpt(o, dir / "w2z3", 2, 1, true, 3);
   fs::remove_all(dir);
   t.rows.push_back({"GPT world 2 throughput", two.tokens_per_s, "world 1 (2 threads)",
                     one.tokens_per_s, "tokens/s"});
@@ -121,15 +129,25 @@ void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
                     100 * serial.sync_share, "% of step"});
   t.rows.push_back({"GPT world 2 throughput, overlapped", two.tokens_per_s, "not overlapped",
                     serial.tokens_per_s, "tokens/s"});
-  for (const auto& [zero, run] : {std::pair{0, two}, std::pair{1, zero1}, std::pair{2, zero2}}) {
+  for (const auto& [zero, run] :
+       {std::pair{0, two}, std::pair{1, zero1}, std::pair{2, zero2}, std::pair{3, zero3}}) {
     t.rows.push_back({fmt::format("GPT ZeRO-{} model state, rank 0", zero),
-                      ModelState(run.params, run.grad_bytes, run.optimizer_bytes),
+                      run.param_bytes + run.grad_bytes + run.optimizer_bytes,
                       fmt::format("formula, P = {:.0f}", run.params),
                       ZeroFormula(run.params, zero, 2), "bytes"});
   }
   t.rows.push_back({"GPT ZeRO-2 staging peak, rank 0", zero2.staging_peak_bytes,
                     "whole gradient 4P", 4 * zero2.params, "bytes"});
+  t.rows.push_back({"GPT ZeRO-3 gathered peak, rank 0", zero3.staging_peak_bytes,
+                    "whole model 4P", 4 * zero3.params, "bytes"});
+  // The same model trained, whatever is sharded.
+  for (const auto& [zero, run] : {std::pair{1, zero1}, std::pair{2, zero2}, std::pair{3, zero3}}) {
+    t.rows.push_back({fmt::format("GPT ZeRO-{} sum |params| after training", zero),
+                      run.param_abs_sum, "ZeRO-0", two.param_abs_sum, ""});
+  }
   t.rows.push_back({"GPT world 2 throughput, ZeRO-2", zero2.tokens_per_s, "ZeRO-0",
+                    two.tokens_per_s, "tokens/s"});
+  t.rows.push_back({"GPT world 2 throughput, ZeRO-3", zero3.tokens_per_s, "ZeRO-0",
                     two.tokens_per_s, "tokens/s"});
 }
 
@@ -183,7 +201,7 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                     two_serial.docs_per_s, "docs/s"});
   for (const auto& [zero, run] : {std::pair{0, two}, std::pair{1, zero1}, std::pair{2, zero2}}) {
     t.rows.push_back({fmt::format("ZeRO-{} model state, rank 0", zero),
-                      ModelState(run.params, run.grad_bytes, run.optimizer_bytes),
+                      4 * run.params + run.grad_bytes + run.optimizer_bytes,
                       fmt::format("formula, P = {:.0f}", run.params),
                       ZeroFormula(run.params, zero, 2), "bytes"});
   }

@@ -18,11 +18,25 @@
 #include "topspin/core/files.h"
 #include "topspin/ddp/comm.h"
 #include "topspin/ddp/grad_sync.h"
+#include "topspin/ddp/zero3.h"
 #include "topspin/dist/launch_env.h"
 #include "topspin/model/gpt.h"
 #include "topspin/train/flat_params.h"
 
 namespace topspin::cli {
+namespace {
+
+// ZeRO-3's brackets in the GPT's forward.
+struct Zero3Hooks : Gpt::UnitHooks {
+  explicit Zero3Hooks(Zero3& z) : zero(z) {}
+  void Before(size_t unit) override { zero.Gather(unit); }
+  at::Tensor After(size_t unit, const at::Tensor& output) override {
+    return zero.Release(unit, output);
+  }
+  Zero3& zero;
+};
+
+}  // namespace
 
 void RunGptDistRank(const GptDistOptions& o) {
   KeepHeapMemory();
@@ -46,12 +60,27 @@ void RunGptDistRank(const GptDistOptions& o) {
   }
   const GptShape shape = BenchGptShape();
   Gpt gpt(shape, /*seed=*/1);
-  FlatParams flat(gpt.module(), nullptr, /*flat_grads=*/o.zero < 2);
-  auto [offset, numel] = o.zero >= 1 ? ShardRange(flat.numel(), world, rank)
-                                     : std::pair<int64_t, int64_t>{0, flat.numel()};
+  // ZeRO-3: the parameters live as shards in Zero3, gathered per unit of
+  // o.wrap_blocks blocks; otherwise in one flat buffer.
+  std::unique_ptr<Zero3> zero3;
+  std::unique_ptr<Zero3Hooks> hooks;
+  std::unique_ptr<FlatParams> flat_params;
+  if (o.zero >= 3) {
+    if (!comm) throw Error(ErrorKind::kUsage, "bench dist: ZeRO-3 needs several ranks");
+    zero3 = std::make_unique<Zero3>(*comm, gpt.Units(o.wrap_blocks), Zero3::Options{});
+    hooks = std::make_unique<Zero3Hooks>(*zero3);
+    gpt.SetUnitHooks(hooks.get(), o.wrap_blocks);
+  } else {
+    flat_params = std::make_unique<FlatParams>(gpt.module(), nullptr, /*flat_grads=*/o.zero < 2);
+  }
+  const int64_t total = zero3 ? zero3->numel() : flat_params->numel();
+  auto [offset, numel] = o.zero >= 3   ? std::pair<int64_t, int64_t>{0, zero3->shard_params().numel()}
+                         : o.zero >= 1 ? ShardRange(total, world, rank)
+                                       : std::pair<int64_t, int64_t>{0, total};
   DenseOptimizer optimizer(numel, {});
   std::unique_ptr<GradBuckets> buckets;
-  if (comm) {
+  if (comm && !zero3) {
+    FlatParams& flat = *flat_params;
     std::vector<std::pair<int64_t, int64_t>> slots;
     for (const auto& s : flat.slots()) slots.emplace_back(s.offset, s.numel);
     buckets = std::make_unique<GradBuckets>(
@@ -72,10 +101,17 @@ void RunGptDistRank(const GptDistOptions& o) {
     }
     // The global batch, the same on every rank; each trains its rows.
     const auto windows = torch::randint(shape.vocab, {o.batch, t + 1}, generator, torch::kLong);
-    const auto loss = gpt.LossSum(windows.narrow(0, rank * per_rank, per_rank));
     if (buckets) buckets->Arm();
-    loss.backward();
+    if (zero3) zero3->Arm();
+    gpt.LossSum(windows.narrow(0, rank * per_rank, per_rank)).backward();
     if (buckets) buckets->Finish();
+    if (zero3) {
+      zero3->Finish();
+      at::Tensor grads = zero3->shard_grads().div(double(o.batch * t));
+      optimizer.Step(zero3->shard_params(), grads, 1e-4);
+      continue;
+    }
+    FlatParams& flat = *flat_params;
     at::Tensor grads = o.zero >= 2 ? buckets->shard_grads() : flat.grads().narrow(0, offset, numel);
     grads.div_(double(o.batch * t));
     at::Tensor shard = flat.params().narrow(0, offset, numel);
@@ -85,17 +121,33 @@ void RunGptDistRank(const GptDistOptions& o) {
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // A fingerprint of the trained parameters: every ZeRO stage must train
+  // the same model (a collective: every rank computes it).
+  double param_abs_sum = 0;
+  if (zero3) {
+    auto part = torch::tensor({zero3->shard_params().abs().sum().item<double>()}, torch::kDouble);
+    comm->AllReduceSum(part);
+    param_abs_sum = part.item<double>();
+  } else {
+    param_abs_sum = flat_params->params().abs().sum().item<double>();
+  }
   if (rank != 0) return;
   int64_t optimizer_bytes = 0;
   for (const auto& s : optimizer.state()) optimizer_bytes += s.nbytes();
   const nlohmann::json out{
       {"tokens_per_s", double(o.steps) * double(o.batch * t) / secs},
       {"sync_share", comm ? (comm->blocked_seconds() - blocked_start) / secs : 0.0},
-      {"params", flat.numel()},
-      {"grad_bytes", o.zero >= 2 ? buckets->shard_grads().nbytes() : flat.grads().nbytes()},
+      {"params", total},
+      {"param_abs_sum", param_abs_sum},
+      {"param_bytes", zero3 ? zero3->shard_params().nbytes() : flat_params->params().nbytes()},
+      {"grad_bytes", zero3           ? zero3->shard_grads().nbytes()
+                     : o.zero >= 2   ? buckets->shard_grads().nbytes()
+                                     : flat_params->grads().nbytes()},
       {"optimizer_bytes", optimizer_bytes},
-      {"staging_peak_bytes", buckets ? buckets->peak_staging_bytes() : 0},
-      {"buckets", buckets ? buckets->num_buckets() : 0}};
+      // ZeRO-2: gradient staging; ZeRO-3: gathered unit parameters.
+      {"staging_peak_bytes", zero3     ? zero3->peak_gathered_bytes()
+                             : buckets ? buckets->peak_staging_bytes()
+                                       : 0}};
   WriteFileAtomic(o.out, out.dump());
 }
 

@@ -96,7 +96,8 @@ struct GptDistOptions {
   int batch = 8;                // global batch, sequences
   int steps = 20;
   bool overlap = true;
-  int zero = 0;
+  int zero = 0;                 // 0 to 3
+  int64_t wrap_blocks = 1;      // ZeRO-3: transformer blocks per gathered unit
   int64_t bucket_bytes = int64_t{4} << 20;
 };
 void RunGptDistRank(const GptDistOptions& options);

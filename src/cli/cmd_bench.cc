@@ -161,7 +161,8 @@ void RegisterBench(CLI::App& app) {
   gpt_cmd->add_option("--batch", gpt_rank.batch)->check(CLI::Range(1, 1 << 20));
   gpt_cmd->add_option("--steps", gpt_rank.steps)->check(CLI::Range(1, 1 << 30));
   gpt_cmd->add_option("--overlap", gpt_rank.overlap);
-  gpt_cmd->add_option("--zero", gpt_rank.zero)->check(CLI::Range(0, 2));
+  gpt_cmd->add_option("--zero", gpt_rank.zero)->check(CLI::Range(0, 3));
+  gpt_cmd->add_option("--wrap-blocks", gpt_rank.wrap_blocks)->check(CLI::Range(1, 1 << 20));
   gpt_cmd->callback([] { RunGptDistRank(gpt_rank); });
 
   static OrderBenchOptions order;

@@ -236,6 +236,13 @@ std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
   return out;
 }
 
+void Comm::AllGatherInto(const at::Tensor& piece, const std::vector<at::Tensor>& out) {
+  std::vector<at::Tensor> send{piece};
+  std::vector<std::vector<at::Tensor>> got{out};
+  Blocking(&impl_->blocked_s, "all-gather", rank(),
+           [&] { return impl_->pg->allgather(got, send)->wait(); });
+}
+
 void Comm::Broadcast(at::Tensor t, int root) {
   std::vector<at::Tensor> tensors{std::move(t)};
   c10d::BroadcastOptions o;

@@ -11,6 +11,7 @@
 #include "topspin/core/files.h"
 #include "topspin/ddp/comm.h"
 #include "topspin/ddp/grad_sync.h"
+#include "topspin/ddp/zero3.h"
 #include "topspin/dist/spawn.h"
 
 namespace topspin {
@@ -120,6 +121,77 @@ TEST(DdpRank, BucketsReduceScatterIntoShards) {
   }
 }
 
+// Three linear layers, each a ZeRO-3 unit.
+struct ThreeLayers {
+  std::vector<torch::nn::Linear> layers;
+  ThreeLayers() {
+    torch::manual_seed(5);
+    layers = {torch::nn::Linear(6, 7), torch::nn::Linear(7, 5), torch::nn::Linear(5, 1)};
+  }
+  std::vector<std::vector<at::Tensor>> Units() {
+    std::vector<std::vector<at::Tensor>> units;
+    for (auto& l : layers) units.push_back(l->parameters());
+    return units;
+  }
+  // The loss of rank r's batch; `zero` brackets each layer when given.
+  at::Tensor Loss(int rank, Zero3* zero) {
+    torch::manual_seed(200 + rank);
+    auto x = torch::randn({9, 6});
+    for (size_t u = 0; u < layers.size(); ++u) {
+      if (zero) zero->Gather(u);
+      x = layers[u]->forward(x);
+      if (u + 1 < layers.size()) x = torch::relu(x);
+      if (zero) x = zero->Release(u, x);
+    }
+    return x.pow(2).sum();
+  }
+};
+
+TEST(DdpRank, Zero3GathersJustInTimeAndReducesShards) {
+  if (TestDir() == nullptr) GTEST_SKIP() << "worker: runs under DataParallel tests";
+  auto comm = Join();
+  const int w = comm->world_size(), rank = comm->rank();
+  ThreeLayers reference;
+  for (int r = 0; r < w; ++r) reference.Loss(r, nullptr).backward();
+  ThreeLayers model;
+  Zero3 zero(*comm, model.Units(), {});
+  int64_t unit_bytes = 0, expected_numel = 0;
+  for (auto& l : reference.layers) {
+    int64_t n = 0;
+    for (const auto& p : l->parameters()) n += p.numel();
+    unit_bytes += (n + w - 1) / w * w * 4;
+    expected_numel += n;
+  }
+  EXPECT_EQ(zero.numel(), expected_numel);
+  EXPECT_EQ(zero.gathered_bytes(), 0);  // only shards are resident
+  for (int pass = 0; pass < 2; ++pass) {
+    zero.Arm();
+    model.Loss(rank, &zero).backward();
+    zero.Finish();
+    EXPECT_EQ(zero.gathered_bytes(), 0) << "pass " << pass;
+    // Each rank's pieces of the summed gradient, unit by unit.
+    int64_t at = 0;
+    for (auto& l : reference.layers) {
+      std::vector<at::Tensor> flat;
+      for (const auto& p : l->parameters()) flat.push_back(p.grad().reshape({-1}));
+      auto unit = torch::cat(flat);
+      const int64_t piece = (unit.numel() + w - 1) / w;
+      unit = torch::cat({unit, torch::zeros({piece * w - unit.numel()})});
+      EXPECT_TRUE(torch::allclose(zero.shard_grads().narrow(0, at, piece),
+                                  unit.narrow(0, rank * piece, piece), 1e-5, 1e-6))
+          << "pass " << pass;
+      at += piece;
+    }
+    for (auto& l : model.layers) {
+      for (const auto& p : l->parameters()) EXPECT_FALSE(p.grad().defined());
+    }
+  }
+  // Never all three layers gathered at once: reshard after forward, gather
+  // again just before each layer's backward.
+  EXPECT_GT(zero.peak_gathered_bytes(), 0);
+  EXPECT_LT(zero.peak_gathered_bytes(), unit_bytes);
+}
+
 TEST(DdpRank, SyncRowsSumsTouchedRowsOnBothPaths) {
   if (TestDir() == nullptr) GTEST_SKIP() << "worker: runs under DataParallel tests";
   auto comm = Join();
@@ -160,7 +232,8 @@ TEST(DdpRank, WrongJobTokenIsRefused) {
 TEST(DataParallel, BucketsAndRowSync) {
   for (int world : {2, 3}) {
     testing::TempDir dir;
-    EXPECT_TRUE(RunRanks(world, "DdpRank.Bucket*:DdpRank.SyncRows*", dir.path())) << world;
+    EXPECT_TRUE(RunRanks(world, "DdpRank.Bucket*:DdpRank.SyncRows*:DdpRank.Zero3*", dir.path()))
+        << world;
   }
 }
 

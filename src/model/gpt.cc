@@ -60,6 +60,8 @@ struct Net : torch::nn::Module {
 struct Gpt::Impl {
   GptShape shape;
   std::shared_ptr<Net> net;
+  UnitHooks* hooks = nullptr;
+  int64_t blocks_per_unit = 1;
 };
 
 Gpt::Gpt(const GptShape& shape, uint64_t seed) : impl_(std::make_unique<Impl>()) {
@@ -91,12 +93,44 @@ at::Tensor Gpt::Logits(const at::Tensor& tokens) const {
   if (t > impl_->shape.context) {
     throw InternalError(fmt::format("Gpt: {} tokens for a context of {}", t, impl_->shape.context));
   }
+  UnitHooks* hooks = impl_->hooks;
+  const int64_t per_unit = impl_->blocks_per_unit, layers = int64_t(net.blocks.size());
+  if (hooks) hooks->Before(0);
   const auto positions = torch::arange(t, torch::kLong);
   auto x = net.wte->forward(tokens) + net.wpe->forward(positions);
   const auto mask = torch::full({t, t}, -INFINITY).triu(1);
-  for (const auto& block : net.blocks) x = block->Forward(x, mask);
+  for (int64_t l = 0; l < layers; ++l) {
+    const size_t unit = size_t(1 + l / per_unit);
+    if (hooks && l % per_unit == 0) hooks->Before(unit);
+    x = net.blocks[size_t(l)]->Forward(x, mask);
+    if (hooks && ((l + 1) % per_unit == 0 || l + 1 == layers)) x = hooks->After(unit, x);
+  }
   x = net.ln_f->forward(x);
-  return net.head ? net.head->forward(x) : torch::matmul(x, net.wte->weight.t());
+  auto logits = net.head ? net.head->forward(x) : torch::matmul(x, net.wte->weight.t());
+  return hooks ? hooks->After(0, logits) : logits;
+}
+
+std::vector<std::vector<at::Tensor>> Gpt::Units(int64_t blocks_per_unit) {
+  if (blocks_per_unit < 1) throw InternalError("Gpt::Units: blocks_per_unit < 1");
+  Net& net = *impl_->net;
+  std::vector<std::vector<at::Tensor>> units(1);
+  for (auto* m : std::initializer_list<torch::nn::Module*>{net.wte.get(), net.wpe.get(),
+                                                          net.ln_f.get()}) {
+    for (const auto& p : m->parameters()) units[0].push_back(p);
+  }
+  if (net.head) {
+    for (const auto& p : net.head->parameters()) units[0].push_back(p);
+  }
+  for (size_t l = 0; l < net.blocks.size(); ++l) {
+    if (l % size_t(blocks_per_unit) == 0) units.emplace_back();
+    for (const auto& p : net.blocks[l]->parameters()) units.back().push_back(p);
+  }
+  return units;
+}
+
+void Gpt::SetUnitHooks(UnitHooks* hooks, int64_t blocks_per_unit) {
+  impl_->hooks = hooks;
+  impl_->blocks_per_unit = std::max<int64_t>(1, blocks_per_unit);
 }
 
 at::Tensor Gpt::LossSum(const at::Tensor& windows) const {

@@ -1,5 +1,9 @@
 #include "topspin/model/gpt.h"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -64,6 +68,40 @@ TEST(Gpt, StartsNearUniformAndLearnsASequence) {
     loss = l.item<double>();
   }
   EXPECT_LT(loss, 0.2 * initial);
+}
+
+// Records the brackets Logits puts around each unit.
+struct Recorder : Gpt::UnitHooks {
+  std::vector<std::string> calls;
+  void Before(size_t unit) override { calls.push_back("+" + std::to_string(unit)); }
+  at::Tensor After(size_t unit, const at::Tensor& output) override {
+    calls.push_back("-" + std::to_string(unit));
+    return output;
+  }
+};
+
+TEST(Gpt, UnitsCoverEveryParameterOnceAndAreBracketedInOrder) {
+  GptShape shape = Tiny();
+  shape.layers = 3;
+  Gpt gpt(shape, 4);
+  const auto units = gpt.Units(2);
+  ASSERT_EQ(units.size(), 3u);  // the ends, blocks {0, 1}, block {2}
+  std::set<const void*> seen;
+  int64_t n = 0;
+  for (const auto& unit : units) {
+    for (const auto& p : unit) {
+      EXPECT_TRUE(seen.insert(p.unsafeGetTensorImpl()).second);
+      n += p.numel();
+    }
+  }
+  EXPECT_EQ(n, ParameterCount(shape));
+  torch::NoGradGuard no_grad;
+  const auto tokens = torch::randint(37, {2, 12}, torch::kLong);
+  const auto plain = gpt.Logits(tokens);
+  Recorder hooks;
+  gpt.SetUnitHooks(&hooks, 2);
+  EXPECT_TRUE(torch::equal(gpt.Logits(tokens), plain));
+  EXPECT_EQ(hooks.calls, (std::vector<std::string>{"+0", "+1", "-1", "+2", "-2", "-0"}));
 }
 
 }  // namespace

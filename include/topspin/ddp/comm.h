@@ -76,6 +76,9 @@ class Comm {
   // ranks (other dims and dtype must agree): rows are exchanged padded to
   // the largest, then trimmed.
   std::vector<at::Tensor> AllGatherRows(const at::Tensor& t);
+  // Every rank's `piece` (the same shape on all ranks) into out[r], in
+  // place: out may be views of one buffer (ZeRO-3's gathered unit).
+  void AllGatherInto(const at::Tensor& piece, const std::vector<at::Tensor>& out);
   // Copies root's `t` into every rank's `t`.
   void Broadcast(at::Tensor t, int root = 0);
   void Barrier();

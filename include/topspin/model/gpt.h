@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -43,6 +44,23 @@ class Gpt {
 
   torch::nn::Module& module();
   const GptShape& shape() const;
+
+  // Brackets around each unit's use in Logits, for ZeRO-3
+  // (topspin/ddp/zero3.h: Gather before, Release after).
+  class UnitHooks {
+   public:
+    virtual ~UnitHooks() = default;
+    virtual void Before(size_t unit) = 0;
+    virtual at::Tensor After(size_t unit, const at::Tensor& output) = 0;
+  };
+  // The parameters in units of `blocks_per_unit` blocks (the wrap
+  // granularity): unit 0 holds the embeddings, the final LayerNorm and an
+  // untied head, used at both ends of forward (gathered for all of it);
+  // unit 1 + g holds blocks [g * blocks_per_unit, (g + 1) * blocks_per_unit).
+  std::vector<std::vector<at::Tensor>> Units(int64_t blocks_per_unit);
+  // Logits brackets the units of Units(blocks_per_unit) with `hooks` from
+  // now on (nullptr: no brackets).
+  void SetUnitHooks(UnitHooks* hooks, int64_t blocks_per_unit);
 
  private:
   struct Impl;
