@@ -236,6 +236,33 @@ std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
   return out;
 }
 
+CommWork Comm::AllGatherRowsAsync(const at::Tensor& t, const std::vector<int64_t>& rows,
+                                  std::vector<at::Tensor>& out) {
+  const int w = world_size();
+  if (int(rows.size()) != w || rows[size_t(rank())] != t.size(0)) {
+    throw InternalError("AllGatherRowsAsync: row counts do not match the ranks");
+  }
+  const int64_t most = *std::max_element(rows.begin(), rows.end());
+  auto shape = t.sizes().vec();
+  shape[0] = most;
+  at::Tensor padded = torch::zeros(shape, t.options());
+  if (t.size(0) > 0) padded.narrow(0, 0, t.size(0)).copy_(t);
+  std::vector<at::Tensor> send{padded};
+  std::vector<std::vector<at::Tensor>> got(1);
+  out.clear();
+  for (int r = 0; r < w; ++r) {
+    got[0].push_back(torch::empty(shape, t.options()));
+    out.push_back(got[0].back().narrow(0, 0, rows[size_t(r)]));
+  }
+  CommWork work;
+  work.impl_ = std::make_unique<CommWork::Impl>();
+  work.impl_->what = "all-gather";
+  work.impl_->rank = rank();
+  work.impl_->blocked = &impl_->blocked_s;
+  work.impl_->work = Guard("all-gather", rank(), [&] { return impl_->pg->allgather(got, send); });
+  return work;
+}
+
 void Comm::AllGatherInto(const at::Tensor& piece, const std::vector<at::Tensor>& out) {
   std::vector<at::Tensor> send{piece};
   std::vector<std::vector<at::Tensor>> got{out};

@@ -207,11 +207,25 @@ TEST(DdpRank, SyncRowsSumsTouchedRowsOnBothPaths) {
     all_grads.push_back(local(r).grads);
   }
   const RowGrads expected = CoalesceRows(torch::cat(all_ids), torch::cat(all_grads));
-  // Table 0 (8 rows <= world x 3 docs) goes dense, table 1 (10^6 rows) sparse.
+  // Table 1 (10^6 rows) goes sparse; table 0 (8 rows) dense from world 3
+  // (8 <= world x 3 docs), sparse at world 2.
   const auto got = SyncRows(*comm, {local(comm->rank()), local(comm->rank())}, {8, 1000000}, 3);
   for (const auto& g : got) {
     EXPECT_TRUE(torch::equal(g.ids, expected.ids));
     EXPECT_TRUE(torch::allclose(g.grads, expected.grads));
+  }
+  // With every rank's row count known up front (one collective, no size
+  // exchange) and work done while the rows travel: the same sums.
+  const int64_t count = SparseRowCount({3, 3}, {8, 1000000}, w, 3);
+  EXPECT_EQ(count, 8 <= w * 3 ? 3 : 6);  // the sparse tables' rows: table 0 is dense from world 3
+  bool ran = false;
+  const std::vector<int64_t> counts(static_cast<size_t>(w), count);
+  const auto again = SyncRows(*comm, {local(comm->rank()), local(comm->rank())}, {8, 1000000}, 3,
+                              &counts, [&] { ran = true; });
+  EXPECT_TRUE(ran);
+  for (size_t c = 0; c < again.size(); ++c) {
+    EXPECT_TRUE(torch::equal(again[c].ids, got[c].ids));
+    EXPECT_TRUE(torch::equal(again[c].grads, got[c].grads));
   }
 }
 

@@ -225,23 +225,46 @@ at::Tensor PackRows(const std::vector<RowGrads>& local, const std::vector<size_t
 
 }  // namespace
 
+namespace {
+
+// Tables exchanged densely: no bigger than the rows all ranks could touch.
+bool Dense(int64_t table_rows, int world, int64_t docs_per_rank) {
+  return table_rows <= world * docs_per_rank;
+}
+
+}  // namespace
+
+int64_t SparseRowCount(const std::vector<int64_t>& unique_rows,
+                       const std::vector<int64_t>& table_rows, int world, int64_t docs_per_rank) {
+  int64_t rows = 0;
+  for (size_t c = 0; c < unique_rows.size(); ++c) {
+    if (!Dense(table_rows[c], world, docs_per_rank)) rows += unique_rows[c];
+  }
+  return rows;
+}
+
 std::vector<RowGrads> SyncRows(Comm& comm, const std::vector<RowGrads>& local,
-                               const std::vector<int64_t>& table_rows, int64_t docs_per_rank) {
+                               const std::vector<int64_t>& table_rows, int64_t docs_per_rank,
+                               const std::vector<int64_t>* sparse_rows,
+                               const std::function<void()>& in_flight) {
   std::vector<RowGrads> out(local.size());
-  if (local.empty()) return out;
+  if (local.empty()) {
+    if (in_flight) in_flight();
+    return out;
+  }
   const int64_t d = local[0].grads.size(1);
   std::vector<size_t> dense, sparse;
   std::vector<int64_t> offsets(local.size());
-  int64_t dense_numel = 0, sparse_rows = 0;
+  int64_t dense_numel = 0, sparse_ids = 0;  // sparse tables' ids follow each other
   for (size_t c = 0; c < local.size(); ++c) {
     if (local[c].grads.size(1) != d) throw InternalError("SyncRows: tables of different widths");
-    if (table_rows[c] <= comm.world_size() * docs_per_rank) {
+    if (Dense(table_rows[c], comm.world_size(), docs_per_rank)) {
       offsets[c] = dense_numel;
       dense_numel += table_rows[c] * (d + 1);
       dense.push_back(c);
     } else {
-      offsets[c] = sparse_rows;
-      sparse_rows += table_rows[c];
+      offsets[c] = sparse_ids;
+      sparse_ids += table_rows[c];
       sparse.push_back(c);
     }
   }
@@ -259,8 +282,20 @@ std::vector<RowGrads> SyncRows(Comm& comm, const std::vector<RowGrads>& local,
     }
     work = comm.AllReduceSumAsync(summed);
   }
+  std::vector<at::Tensor> parts;
+  CommWork gather;
   if (!sparse.empty()) {
-    const auto gathered = torch::cat(comm.AllGatherRows(PackRows(local, sparse, offsets, d)));
+    const at::Tensor packed = PackRows(local, sparse, offsets, d);
+    if (sparse_rows != nullptr) {
+      gather = comm.AllGatherRowsAsync(packed, *sparse_rows, parts);
+    } else {
+      parts = comm.AllGatherRows(packed);
+    }
+  }
+  if (in_flight) in_flight();
+  if (!sparse.empty()) {
+    gather.Wait();
+    const auto gathered = torch::cat(parts);
     const int64_t n = gathered.size(0);
     const auto gid = gathered.narrow(1, 0, 2).contiguous().view(torch::kLong).view({n});
     const auto grads = gathered.narrow(1, 2, d);

@@ -502,9 +502,11 @@ class Trainer {
     // Declared first: freeing the step's row gradients counts as optimizer.
     std::optional<PhaseTimer> optimizer;
     std::vector<std::vector<torch::Tensor>> ids(tables), grads(tables);
-    // This rank's loss sum, loss terms, documents and stop request; summed
-    // over ranks while the last backward runs.
-    auto totals = torch::zeros({4}, torch::kDouble);
+    // This rank's loss sum, loss terms, documents and stop request, then at
+    // 4 + rank the rows it will gather (SparseRowCount): summed over ranks
+    // while the last backward runs, so the row gather needs no size exchange.
+    const int world = comm_ ? comm_->world_size() : 1;
+    auto totals = torch::zeros({4 + world}, torch::kDouble);
     auto* total = totals.data_ptr<double>();
     CommWork totals_work;
     auto& phase = result_.phase_s;
@@ -542,6 +544,14 @@ class Trainer {
       const bool last = a + 1 == accum;
       if (comm_ && last) {
         total[3] = options_.stop_requested && options_.stop_requested() ? 1 : 0;
+        std::vector<int64_t> unique(tables);
+        for (size_t c = 0; c < tables; ++c) {
+          std::vector<torch::Tensor> seen = ids[c];  // earlier micro-batches
+          seen.push_back(out.unique_ids[c]);
+          unique[c] = seen.size() == 1 ? seen[0].size(0)
+                                       : std::get<0>(at::_unique(torch::cat(seen))).size(0);
+        }
+        total[4 + comm_->rank()] = double(SparseRowCount(unique, table_rows_, world, docs_per_rank_));
         totals_work = comm_->AllReduceSumAsync(totals);
         buckets_->Arm();
       }
@@ -556,9 +566,13 @@ class Trainer {
     for (size_t c = 0; c < tables; ++c) rows.push_back(Coalesce(ids[c], grads[c]));
     if (comm_) {
       PhaseTimer sync(phase, "sync", trace_, track_);
-      buckets_->Finish();
-      rows = SyncRows(*comm_, rows, table_rows_, docs_per_rank_);
       totals_work.Wait();
+      std::vector<int64_t> sparse_rows(static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r) sparse_rows[size_t(r)] = int64_t(total[4 + r]);
+      // The rows go on the wire first; the dense buckets are awaited while
+      // they travel.
+      rows = SyncRows(*comm_, rows, table_rows_, docs_per_rank_, &sparse_rows,
+                      [&] { buckets_->Finish(); });
     } else if (options_.stop_requested && options_.stop_requested()) {
       total[3] = 1;
     }

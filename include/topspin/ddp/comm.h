@@ -76,6 +76,10 @@ class Comm {
   // ranks (other dims and dtype must agree): rows are exchanged padded to
   // the largest, then trimmed.
   std::vector<at::Tensor> AllGatherRows(const at::Tensor& t);
+  // The same when every rank's row count is known (rows[r]): one
+  // collective, started now. out[r] views rank r's rows, valid after Wait().
+  CommWork AllGatherRowsAsync(const at::Tensor& t, const std::vector<int64_t>& rows,
+                              std::vector<at::Tensor>& out);
   // Every rank's `piece` (the same shape on all ranks) into out[r], in
   // place: out may be views of one buffer (ZeRO-3's gathered unit).
   void AllGatherInto(const at::Tensor& piece, const std::vector<at::Tensor>& out);

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -97,8 +98,21 @@ struct RowGrads {
 // is table c's row count, `docs_per_rank` the most documents a rank's
 // batch holds. Returns, per table, the rows touched on any rank with their
 // summed gradients, ids ascending; identical on every rank.
+//
+// `sparse_rows`, when given, holds every rank's SparseRowCount(): the
+// gather then needs no exchange of sizes first (the trainer sums the counts
+// into the step's totals, which travel during backward). `in_flight`, when
+// given, runs while the row collectives are on the wire (the trainer waits
+// for its gradient buckets there).
 std::vector<RowGrads> SyncRows(Comm& comm, const std::vector<RowGrads>& local,
-                               const std::vector<int64_t>& table_rows, int64_t docs_per_rank);
+                               const std::vector<int64_t>& table_rows, int64_t docs_per_rank,
+                               const std::vector<int64_t>* sparse_rows = nullptr,
+                               const std::function<void()>& in_flight = {});
+
+// The rows this rank puts into SyncRows' all-gather: the touched rows
+// (unique_rows[c] of table c) of the tables exchanged sparsely.
+int64_t SparseRowCount(const std::vector<int64_t>& unique_rows,
+                       const std::vector<int64_t>& table_rows, int world, int64_t docs_per_rank);
 
 // Sums `rows` by id: unique ids ascending, gradients of equal ids added in
 // input order (deterministic).
