@@ -161,7 +161,7 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   # Per-rank model state within 5% of the ZeRO formulas, and ZeRO-1/2/3
   # train the GPT to the parameters of plain data parallel (1e-6).
   expect 0 "GPT ZeRO-3 model state" -- "$bin" bench dist --queries 300 --steps 10 \
-    --gpt-steps 2 --gpt-batch 2 --scratch "$tmp/bd" --json "$tmp/bd.json"
+    --gpt-steps 2 --gpt-batch 2 --scratch "$tmp/bd" --json "$tmp/bd.json" --peers "$src/bench/peers"
   if /usr/bin/python3 - "$tmp/bd.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]

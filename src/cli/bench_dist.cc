@@ -70,6 +70,7 @@ struct GptRun {
   double params = 0, param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
   double staging_peak_bytes = 0;  // ZeRO-2 gradient staging, ZeRO-3 gathered units
   double param_abs_sum = 0;       // sum of |parameters| after training
+  double allreduce_us = 0;        // a 16-byte all-reduce before training
 };
 
 // The tiny GPT trained by `world` ranks of this binary (`bench
@@ -100,7 +101,8 @@ GptRun RunGpt(const DistBenchOptions& o, const fs::path& dir, int world, int thr
           .grad_bytes = j.at("grad_bytes").get<double>(),
           .optimizer_bytes = j.at("optimizer_bytes").get<double>(),
           .staging_peak_bytes = j.at("staging_peak_bytes").get<double>(),
-          .param_abs_sum = j.at("param_abs_sum").get<double>()};
+          .param_abs_sum = j.at("param_abs_sum").get<double>(),
+          .allreduce_us = j.at("allreduce_us").get<double>()};
 }
 
 // fp32 model state per rank with AdamW (two moments): parameters 4P,
@@ -122,7 +124,15 @@ void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
   const GptRun zero1 = RunGpt(o, dir / "w2z1", 2, 1, true, 1);
   const GptRun zero2 = RunGpt(o, dir / "w2z2", 2, 1, true, 2);
   const GptRun zero3 = RunGpt(o, dir / "w2z3", 2, 1, true, 3);
+  // The floor under every collective on this host, against PyTorch's own
+  // Gloo process group doing the same.
+  const fs::path script = o.peers / "gloo_latency.py";
+  const auto peer = nlohmann::json::parse(RunPeer(
+      fmt::format("/usr/bin/python3 '{}' '{}' 2>&1", script.string(), (dir / "peer-store").string()),
+      script.string()));
   fs::remove_all(dir);
+  t.rows.push_back({"Gloo all-reduce of 16 B, 2 ranks", two.allreduce_us, "PyTorch's Gloo",
+                    peer.at("allreduce_us").get<double>(), "µs"});
   t.rows.push_back({"GPT world 2 throughput", two.tokens_per_s, "world 1 (2 threads)",
                     one.tokens_per_s, "tokens/s"});
   t.rows.push_back({"GPT world 2 sync share, overlapped", 100 * two.sync_share, "not overlapped",

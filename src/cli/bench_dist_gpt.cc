@@ -58,6 +58,18 @@ void RunGptDistRank(const GptDistOptions& o) {
                             o.batch, world),
                 {.field = "--gpt-batch"}, "give a multiple of the world size");
   }
+  // What one collective costs here, before any training: 4 floats summed.
+  double allreduce_us = 0;
+  if (comm) {
+    auto tiny = torch::zeros({4});
+    for (int i = 0; i < 20; ++i) comm->AllReduceSum(tiny);
+    const auto begin = std::chrono::steady_clock::now();
+    constexpr int kIters = 200;
+    for (int i = 0; i < kIters; ++i) comm->AllReduceSum(tiny);
+    allreduce_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count() /
+        kIters;
+  }
   const GptShape shape = BenchGptShape();
   Gpt gpt(shape, /*seed=*/1);
   // ZeRO-3: the parameters live as shards in Zero3, gathered per unit of
@@ -137,6 +149,7 @@ void RunGptDistRank(const GptDistOptions& o) {
   const nlohmann::json out{
       {"tokens_per_s", double(o.steps) * double(o.batch * t) / secs},
       {"sync_share", comm ? (comm->blocked_seconds() - blocked_start) / secs : 0.0},
+      {"allreduce_us", allreduce_us},
       {"params", total},
       {"param_abs_sum", param_abs_sum},
       {"param_bytes", zero3 ? zero3->shard_params().nbytes() : flat_params->params().nbytes()},

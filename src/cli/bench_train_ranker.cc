@@ -28,16 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kPython = "/usr/bin/python3";
 
-nlohmann::json RunPeer(const std::string& command, const fs::path& script) {
-  const auto [status, output] = RunCommand(command);
-  const auto at = output.rfind('{');
-  if (status != 0 || at == std::string::npos) {
-    throw IoError(fmt::format("the peer failed: {}", output.substr(0, 800)),
-                  ErrorWhere{.file = script.string()},
-                  "install the benchmark peers (scripts/install-deps.sh --bench) and run from the "
-                  "repository root, or pass --peers");
-  }
-  return nlohmann::json::parse(output.substr(at));
+nlohmann::json PeerJson(const std::string& command, const fs::path& script) {
+  return nlohmann::json::parse(cli::RunPeer(command, script.string()));
 }
 
 // Dense matmul GFLOP/s at the top MLP's shapes (the model's bulk).
@@ -95,12 +87,12 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   const fs::path torch_peer = o.peers / "ranker_pytorch.py",
                  xgb_peer = o.peers / "ranker_xgboost.py";
   const nlohmann::json pt =
-      RunPeer(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --batch {} --threads {} --seed {} 2>&1",
+      PeerJson(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --batch {} --threads {} --seed {} 2>&1",
                           kPython, torch_peer.string(), train_csv.string(), valid_csv.string(),
                           spec.string(), o.epochs, o.batch, o.threads, o.seed),
               torch_peer);
   const nlohmann::json xgb =
-      RunPeer(fmt::format("{} '{}' '{}' '{}' --rounds {} --depth {} --threads {} 2>&1", kPython,
+      PeerJson(fmt::format("{} '{}' '{}' '{}' --rounds {} --depth {} --threads {} 2>&1", kPython,
                           xgb_peer.string(), train_csv.string(), valid_csv.string(), o.xgb_rounds,
                           o.xgb_depth, o.threads),
               xgb_peer);

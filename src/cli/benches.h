@@ -72,6 +72,7 @@ struct DistBenchOptions {
   uint64_t queries = 20000;
   int batch = 64;    // global batch, lists
   int steps = 600;
+  std::filesystem::path peers = "bench/peers";  // gloo_latency.py
   int gpt_batch = 8;   // the tiny GPT's global batch, sequences
   int gpt_steps = 20;  // timed steps per GPT run (after 3 warm-up steps)
 };

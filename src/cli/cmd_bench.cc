@@ -143,6 +143,8 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   dist_cmd->add_option("--scratch", dist.scratch, "where inputs are generated")
       ->capture_default_str();
+  dist_cmd->add_option("--peers", dist.peers, "directory of the Python peers")
+      ->capture_default_str();
   dist_cmd->add_option("--gpt-batch", dist.gpt_batch, "the tiny GPT's global batch in sequences")
       ->check(CLI::Range(2, 4096))
       ->capture_default_str();

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "topspin/core/error.h"
 
 namespace topspin::cli {
@@ -14,6 +16,18 @@ CommandResult RunCommand(const std::string& command) {
   while (std::fgets(buf, sizeof buf, pipe) != nullptr) r.output += buf;
   r.status = ::pclose(pipe);
   return r;
+}
+
+std::string RunPeer(const std::string& command, const std::string& script) {
+  const auto [status, output] = RunCommand(command);
+  const auto at = output.rfind('{');
+  if (status != 0 || at == std::string::npos) {
+    throw IoError(fmt::format("the peer failed: {}", output.substr(0, 800)),
+                  ErrorWhere{.file = script},
+                  "install the benchmark peers (scripts/install-deps.sh --bench) and run from the "
+                  "repository root, or pass --peers");
+  }
+  return output.substr(at);
 }
 
 }  // namespace topspin::cli

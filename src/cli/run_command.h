@@ -13,4 +13,9 @@ struct CommandResult {
 // Runs `command` through /bin/sh. Throws Error{kIo} when it cannot start.
 CommandResult RunCommand(const std::string& command);
 
+// Runs a benchmark peer (`command` runs `script`) and returns the JSON
+// object it printed last. Error{kIo} naming the script, with its output,
+// when it fails or prints no object.
+std::string RunPeer(const std::string& command, const std::string& script);
+
 }  // namespace topspin::cli
