@@ -190,6 +190,16 @@ TEST(DdpRank, Zero3GathersJustInTimeAndReducesShards) {
   // again just before each layer's backward.
   EXPECT_GT(zero.peak_gathered_bytes(), 0);
   EXPECT_LT(zero.peak_gathered_bytes(), unit_bytes);
+  // Without resharding after forward every unit stays gathered until its
+  // backward: the same gradients, all three units at the peak.
+  ThreeLayers kept;
+  Zero3 keep(*comm, kept.Units(), {.reshard_after_forward = false});
+  keep.Arm();
+  kept.Loss(rank, &keep).backward();
+  keep.Finish();
+  EXPECT_TRUE(torch::equal(keep.shard_grads(), zero.shard_grads()));
+  EXPECT_EQ(keep.peak_gathered_bytes(), unit_bytes);
+  EXPECT_EQ(keep.gathered_bytes(), 0);
 }
 
 TEST(DdpRank, SyncRowsSumsTouchedRowsOnBothPaths) {
