@@ -1,6 +1,7 @@
 // Multi-process tests: each TEST(...Rank, ...) is a worker that runs only
 // when a parent test starts this binary as ranks (SpawnAndSupervise), with
 // TOPSPIN_TEST_DIR set; run alone (as ctest does) it skips.
+#include <algorithm>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -116,8 +117,12 @@ TEST(DdpRank, BucketsReduceScatterIntoShards) {
       // The full gradients were moved out and freed.
       for (const auto& p : model.leaves) EXPECT_FALSE(p.grad().defined());
     }
+    // At most two staging buffers (Options::max_staged) alive at once.
+    std::vector<int64_t> sizes;
+    for (size_t b = 0; b < buckets.num_buckets(); ++b) sizes.push_back(buckets.bucket(b).second * 4);
+    std::sort(sizes.rbegin(), sizes.rend());
     EXPECT_GT(buckets.peak_staging_bytes(), 0);
-    EXPECT_LE(buckets.peak_staging_bytes(), reference.grads.nbytes());
+    EXPECT_LE(buckets.peak_staging_bytes(), sizes[0] + sizes[1]);
   }
 }
 

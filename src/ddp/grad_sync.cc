@@ -38,6 +38,8 @@ struct GradBuckets::Impl {
   std::vector<at::Tensor> staging;  // bucket -> its gradients, while in flight
   size_t next_harvest = 0;
   int64_t staging_bytes = 0, peak_staging_bytes = 0;
+  int live_staging = 0;  // staging buffers allocated and not yet harvested
+  size_t reducing = 0;   // buckets whose reduces have started, in order
   int64_t flat_numel = 0;  // the flat gradient's length
 
   Impl(Comm& c, at::Tensor g, Options o) : comm(c), grads(std::move(g)), options(o) {}
@@ -48,13 +50,22 @@ struct GradBuckets::Impl {
     auto& grad = params[k].mutable_grad();
     if (!grad.defined()) return;  // not used by this backward: stays zero
     const int b = bucket_of[k];
-    if (!staging[b].defined()) {
-      staging[b] = torch::zeros({buckets[b].second}, torch::kFloat);
-      staging_bytes += buckets[b].second * int64_t(sizeof(float));
-      peak_staging_bytes = std::max(peak_staging_bytes, staging_bytes);
-    }
+    Allocate(b);
     staging[b].narrow(0, slots[k].first - buckets[b].first, slots[k].second).copy_(grad.reshape({-1}));
     grad.reset();
+  }
+
+  // Gives bucket b its staging buffer. At most options.max_staged buffers
+  // live at once: first wait for the oldest reduces in flight.
+  void Allocate(size_t b) {
+    if (staging[b].defined()) return;
+    while (live_staging >= options.max_staged && next_harvest < reducing) {
+      Harvest(next_harvest++);
+    }
+    staging[b] = torch::zeros({buckets[b].second}, torch::kFloat);
+    ++live_staging;
+    staging_bytes += buckets[b].second * int64_t(sizeof(float));
+    peak_staging_bytes = std::max(peak_staging_bytes, staging_bytes);
   }
 
   void Launch(size_t b) {
@@ -64,11 +75,7 @@ struct GradBuckets::Impl {
       return;
     }
     for (size_t k : members[b]) Stage(k);
-    if (!staging[b].defined()) {  // no parameter of the bucket had a gradient
-      staging[b] = torch::zeros({numel}, torch::kFloat);
-      staging_bytes += numel * int64_t(sizeof(float));
-      peak_staging_bytes = std::max(peak_staging_bytes, staging_bytes);
-    }
+    Allocate(b);  // when no parameter of the bucket had a gradient
     // A reduce-scatter with uneven pieces: each rank whose shard overlaps
     // the bucket receives the sum of its piece.
     const int64_t total = flat_numel;
@@ -78,6 +85,7 @@ struct GradBuckets::Impl {
       if (lo >= hi) continue;
       work[b].push_back(comm.ReduceSumAsync(staging[b].narrow(0, lo - offset, hi - lo), r));
     }
+    reducing = b + 1;
     // Frees the staging of earlier buckets whose reduces are done.
     while (next_harvest < b && Done(next_harvest)) Harvest(next_harvest++);
   }
@@ -101,6 +109,7 @@ struct GradBuckets::Impl {
       shard_grads.narrow(0, lo - shard.first, hi - lo).copy_(staging[b].narrow(0, lo - offset, hi - lo));
     }
     staging[b] = at::Tensor();
+    --live_staging;
     staging_bytes -= numel * int64_t(sizeof(float));
   }
 
@@ -114,7 +123,7 @@ struct GradBuckets::Impl {
     if (!armed || !options.overlap) return;
     if (options.shard_grads) {
       // Frees what has been reduced before staging more.
-      while (next_harvest < next_launch && Done(next_harvest)) Harvest(next_harvest++);
+      while (next_harvest < reducing && Done(next_harvest)) Harvest(next_harvest++);
       Stage(param);
     }
     const int b = bucket_of[param];
@@ -178,6 +187,7 @@ void GradBuckets::Arm() {
   std::fill(impl_->ready.begin(), impl_->ready.end(), 0);
   impl_->next_launch = 0;
   impl_->next_harvest = 0;
+  impl_->reducing = 0;
   impl_->armed = true;
 }
 

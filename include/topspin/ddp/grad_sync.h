@@ -18,8 +18,9 @@
 // bucket is reduce-scattered (one reduce per rank whose shard it overlaps,
 // to that rank), and each rank keeps only its shard of the summed flat
 // gradient (ShardRange) in shard_grads(). A staging buffer lives from its
-// bucket's first gradient until its reduce is done, so the gradient memory
-// is the shard plus the buckets in flight (peak_staging_bytes()).
+// bucket's first gradient until its reduce is done, and at most
+// Options::max_staged live at once, so the gradient memory is the shard
+// plus at most that many buckets (peak_staging_bytes()).
 //
 // SyncRows sums the gradients of embedding rows over ranks. Large tables
 // exchange only the touched rows (all-gather of ids and rows, then a sum in
@@ -49,6 +50,9 @@ class GradBuckets {
     int64_t bucket_bytes = int64_t{25} << 20;
     bool overlap = true;  // false: all-reduce every bucket in Finish(), after backward
     bool shard_grads = false;  // ZeRO-2 (see above); `grads` is then unused
+    // ZeRO-2: the most staging buffers alive at once; a bucket that needs
+    // one more waits for the oldest reduces in flight. >= 1.
+    int max_staged = 2;
   };
   // params[i] is a leaf whose gradient is grads.narrow(0, slots[i].first,
   // slots[i].second); `grads` [P] float32 is the flat gradient buffer.
