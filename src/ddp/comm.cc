@@ -153,6 +153,21 @@ void CommWork::Wait() {
   Blocking(impl_->blocked, impl_->what, impl_->rank, [&] { return work->wait(); });
 }
 
+// Wraps a collective launched by `launch` (under Guard) as a CommWork whose
+// Wait() counts into *blocked.
+struct CommWorkStart {
+  template <typename F>
+  static CommWork Start(std::string what, int rank, double* blocked, F&& launch) {
+    CommWork w;
+    w.impl_ = std::make_unique<CommWork::Impl>();
+    w.impl_->work = Guard(what, rank, std::forward<F>(launch));
+    w.impl_->what = std::move(what);
+    w.impl_->rank = rank;
+    w.impl_->blocked = blocked;
+    return w;
+  }
+};
+
 struct Comm::Impl {
   LaunchEnv env;
   c10::intrusive_ptr<c10d::Store> store;
@@ -189,28 +204,17 @@ int Comm::world_size() const { return impl_->env.world_size; }
 double Comm::blocked_seconds() const { return impl_->blocked_s; }
 
 CommWork Comm::AllReduceSumAsync(at::Tensor t) {
-  CommWork w;
-  w.impl_ = std::make_unique<CommWork::Impl>();
-  w.impl_->what = "all-reduce";
-  w.impl_->rank = rank();
-  w.impl_->blocked = &impl_->blocked_s;
   std::vector<at::Tensor> tensors{std::move(t)};
-  w.impl_->work = Guard("all-reduce", rank(), [&] { return impl_->pg->allreduce(tensors); });
-  return w;
+  return CommWorkStart::Start("all-reduce", rank(), &impl_->blocked_s,
+                              [&] { return impl_->pg->allreduce(tensors); });
 }
 
 CommWork Comm::ReduceSumAsync(at::Tensor t, int root) {
-  CommWork w;
-  w.impl_ = std::make_unique<CommWork::Impl>();
-  w.impl_->what = fmt::format("reduce to rank {}", root);
-  w.impl_->rank = rank();
-  w.impl_->blocked = &impl_->blocked_s;
   std::vector<at::Tensor> tensors{std::move(t)};
   c10d::ReduceOptions options;
   options.rootRank = root;
-  w.impl_->work =
-      Guard(w.impl_->what, rank(), [&] { return impl_->pg->reduce(tensors, options); });
-  return w;
+  return CommWorkStart::Start(fmt::format("reduce to rank {}", root), rank(), &impl_->blocked_s,
+                              [&] { return impl_->pg->reduce(tensors, options); });
 }
 
 std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
@@ -220,19 +224,10 @@ std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
   for (int r = 0; r < w; ++r) sizes[0].push_back(torch::empty({1}, torch::kLong));
   Blocking(&impl_->blocked_s, "all-gather of row counts", rank(),
            [&] { return impl_->pg->allgather(sizes, in)->wait(); });
-  int64_t most = 0;
-  for (const auto& s : sizes[0]) most = std::max(most, s.item<int64_t>());
-  auto shape = t.sizes().vec();
-  shape[0] = most;
-  at::Tensor padded = torch::zeros(shape, t.options());
-  if (t.size(0) > 0) padded.narrow(0, 0, t.size(0)).copy_(t);
-  std::vector<at::Tensor> send{padded};
-  std::vector<std::vector<at::Tensor>> got(1);
-  for (int r = 0; r < w; ++r) got[0].push_back(torch::empty(shape, t.options()));
-  Blocking(&impl_->blocked_s, "all-gather", rank(),
-           [&] { return impl_->pg->allgather(got, send)->wait(); });
+  std::vector<int64_t> rows;
+  for (const auto& s : sizes[0]) rows.push_back(s.item<int64_t>());
   std::vector<at::Tensor> out;
-  for (int r = 0; r < w; ++r) out.push_back(got[0][r].narrow(0, 0, sizes[0][r].item<int64_t>()));
+  AllGatherRowsAsync(t, rows, out).Wait();
   return out;
 }
 
@@ -254,13 +249,8 @@ CommWork Comm::AllGatherRowsAsync(const at::Tensor& t, const std::vector<int64_t
     got[0].push_back(torch::empty(shape, t.options()));
     out.push_back(got[0].back().narrow(0, 0, rows[size_t(r)]));
   }
-  CommWork work;
-  work.impl_ = std::make_unique<CommWork::Impl>();
-  work.impl_->what = "all-gather";
-  work.impl_->rank = rank();
-  work.impl_->blocked = &impl_->blocked_s;
-  work.impl_->work = Guard("all-gather", rank(), [&] { return impl_->pg->allgather(got, send); });
-  return work;
+  return CommWorkStart::Start("all-gather", rank(), &impl_->blocked_s,
+                              [&] { return impl_->pg->allgather(got, send); });
 }
 
 void Comm::AllGatherInto(const at::Tensor& piece, const std::vector<at::Tensor>& out) {

@@ -2,11 +2,13 @@
 
 #include <chrono>
 
+#include <fmt/format.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include "ddp/grad_hooks.h"
 #include "topspin/core/error.h"
 
 namespace topspin {
@@ -15,6 +17,22 @@ std::pair<int64_t, int64_t> ShardRange(int64_t total, int world, int rank) {
   const int64_t per = (total + world - 1) / world;
   const int64_t offset = std::min(total, per * rank);
   return {offset, std::min(per, total - offset)};
+}
+
+std::shared_ptr<torch::autograd::Node> OnGradAccumulated(const at::Tensor& param,
+                                                         std::function<void()> on_ready,
+                                                         const char* who) {
+  auto acc = torch::autograd::impl::grad_accumulator(param);
+  if (!acc) {
+    throw InternalError(fmt::format("{}: a parameter is not a leaf that requires grad", who));
+  }
+  acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+      [on_ready = std::move(on_ready)](const torch::autograd::variable_list& outputs,
+                                       const torch::autograd::variable_list&) {
+        on_ready();
+        return outputs;
+      }));
+  return acc;
 }
 
 struct GradBuckets::Impl {
@@ -168,16 +186,9 @@ GradBuckets::GradBuckets(Comm& comm, const std::vector<at::Tensor>& params,
     im.shard_grads = torch::zeros({im.shard.second}, torch::kFloat);
   }
   for (size_t k = 0; k < params.size(); ++k) {
-    auto acc = torch::autograd::impl::grad_accumulator(params[k]);
-    if (!acc) throw InternalError("GradBuckets: a parameter is not a leaf that requires grad");
     Impl* self = impl_.get();
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [self, k](const torch::autograd::variable_list& outputs,
-                  const torch::autograd::variable_list&) {
-          self->OnReady(k);
-          return outputs;
-        }));
-    im.accumulators.push_back(std::move(acc));
+    im.accumulators.push_back(
+        OnGradAccumulated(params[k], [self, k] { self->OnReady(k); }, "GradBuckets"));
   }
 }
 

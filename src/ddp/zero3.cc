@@ -2,10 +2,9 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include "ddp/grad_hooks.h"
 #include "topspin/core/error.h"
 
 namespace topspin {
@@ -144,15 +143,9 @@ Zero3::Zero3(Comm& comm, const std::vector<std::vector<at::Tensor>>& units, Opti
   }
   for (size_t index = 0; index < im.units.size(); ++index) {
     for (const auto& p : im.units[index].params) {
-      auto acc = torch::autograd::impl::grad_accumulator(p);
       Impl* self = impl_.get();
-      acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [self, index](const torch::autograd::variable_list& outputs,
-                        const torch::autograd::variable_list&) {
-            self->OnReady(index);
-            return outputs;
-          }));
-      im.accumulators.push_back(std::move(acc));
+      im.accumulators.push_back(
+          OnGradAccumulated(p, [self, index] { self->OnReady(index); }, "Zero3"));
     }
   }
 }

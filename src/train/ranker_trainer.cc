@@ -379,10 +379,9 @@ class Trainer {
                                {"skipped_steps", double(result_.skipped_steps)}};
         const double paused = WindowPhases(window_phases, secs, window_steps, record);
         record["docs_per_s"] = double(window_docs) / std::max(1e-9, secs - paused);
-        WindowStages(window_stage_busy, secs, record);
+        window_stage_busy = WindowStages(window_stage_busy, secs, record);
         sinks_.Write(step_, record, WallTimeNow());
         window_phases = result_.phase_s;
-        window_stage_busy = StageBusy();
         window_loss = 0;
         window_steps = window_docs = 0;
         window_start = Clock::now();
@@ -447,14 +446,17 @@ class Trainer {
 
   // Adds "loader_busy/<stage>": the share of the loader threads' time over
   // the window that each stage kept busy (1 = every thread, all the time).
-  void WindowStages(const std::map<std::string, double>& start, double secs,
-                    MetricValues& record) const {
+  // Returns the stages' busy seconds now: the next window's start.
+  std::map<std::string, double> WindowStages(const std::map<std::string, double>& start,
+                                             double secs, MetricValues& record) const {
     const double thread_s = secs * double(config_.GetInt("pipeline.threads"));
-    if (thread_s <= 0) return;
-    for (const auto& [name, busy] : StageBusy()) {
+    std::map<std::string, double> now = StageBusy();
+    if (thread_s <= 0) return now;
+    for (const auto& [name, busy] : now) {
       const auto then = start.find(name);
       record["loader_busy/" + name] = (busy - (then == start.end() ? 0.0 : then->second)) / thread_s;
     }
+    return now;
   }
 
   // RUN_DIR/profile.json: the phases of this run's steps, with the FLOPs,

@@ -45,7 +45,7 @@ class CommWork {
   bool Ready() const;
 
  private:
-  friend class Comm;
+  friend struct CommWorkStart;  // comm.cc
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
