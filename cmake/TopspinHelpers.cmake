@@ -63,3 +63,48 @@ function(topspin_add_test name)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
     PROPERTIES ENVIRONMENT "TOPSPIN_TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp")
 endfunction()
+
+# topspin_find_venv_torch()
+#
+# LibTorch comes from the torch wheel in the project's virtualenv (.venv/,
+# made by scripts/install-deps.sh; TOPSPIN_PYTHON names another
+# interpreter). A user's own LibTorch wins: with -DTorch_DIR=... or Torch
+# already on CMAKE_PREFIX_PATH nothing is added. The wheel is built for CUDA,
+# so its CMake config needs a CUDA toolkit (nvcc): the system's when there is
+# one, else the nvcc wheel install-deps.sh puts into the same venv.
+function(topspin_find_venv_torch)
+  if(Torch_DIR)
+    return()
+  endif()
+  set(python "${TOPSPIN_PYTHON}")
+  if(NOT python AND EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+    set(python "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+  endif()
+  if(NOT python)
+    return()
+  endif()
+  execute_process(
+    COMMAND "${python}" -c "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__)"
+    OUTPUT_VARIABLE out OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc ERROR_QUIET)
+  if(NOT rc EQUAL 0)
+    message(STATUS "topspin: ${python} has no torch; run scripts/install-deps.sh")
+    return()
+  endif()
+  string(REPLACE "\n" ";" out "${out}")
+  list(GET out 0 prefix)
+  list(GET out 1 version)
+  message(STATUS "topspin: LibTorch from the torch ${version} wheel (${prefix})")
+  # No system CUDA toolkit: the venv's nvcc wheels (scripts/install-deps.sh)
+  # are the toolkit torch's CMake config asks for.
+  get_filename_component(cu13 "${prefix}/../../../nvidia/cu13" ABSOLUTE)
+  find_program(system_nvcc nvcc PATHS /usr/local/cuda/bin NO_CACHE)
+  if(NOT system_nvcc AND NOT CMAKE_CUDA_COMPILER AND EXISTS "${cu13}/bin/nvcc")
+    message(STATUS "topspin: no system nvcc; using the venv's (${cu13})")
+    set(CMAKE_CUDA_COMPILER "${cu13}/bin/nvcc" CACHE FILEPATH "nvcc of the venv's CUDA wheels")
+    set(CUDA_TOOLKIT_ROOT_DIR "${cu13}" CACHE PATH "the venv's CUDA wheels")
+  endif()
+  list(APPEND CMAKE_PREFIX_PATH "${prefix}")
+
+  set(CMAKE_PREFIX_PATH "${CMAKE_PREFIX_PATH}" PARENT_SCOPE)
+  set(TOPSPIN_TORCH_PYTHON "${python}" CACHE INTERNAL "the interpreter whose torch wheel LibTorch came from")
+endfunction()

@@ -137,12 +137,12 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   expect 0 "rank 0: torchrun: rank 0/2" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
     MASTER_PORT=$port "$bin" "${dist_args[@]}" --set train.steps=20 --run-dir "$tmp/tr"
   expect 2 "rank 0 of a torchrun job has no --run-dir" -- env RANK=0 WORLD_SIZE=2 "$bin" "${dist_args[@]}"
-  # torchrun itself (Debian's python3-torch; --redirects/--tee work around
-  # its Python 3.11 flag bug), its agent serving the store: the same run,
-  # bitwise, as our launcher's.
-  if /usr/bin/python3 -c "import torch.distributed.run" 2>/dev/null; then
-    expect 0 "rank 0: torchrun: rank 0/2.*agent store" -- /usr/bin/python3 -m torch.distributed.run \
-      --nproc_per_node 2 --master_port $((port + 1)) --redirects 2 --tee 2 --no_python \
+  # torchrun itself (torch 2.11's, from the project's venv), its agent
+  # serving the store: the same run, bitwise, as our launcher's.
+  py="${TOPSPIN_PYTHON:-$src/.venv/bin/python}"
+  if "$py" -c "import torch.distributed.run" 2>/dev/null; then
+    expect 0 "rank 0: torchrun: rank 0/2.*agent store" -- "$py" -m torch.distributed.run \
+      --nproc_per_node 2 --master_port $((port + 1)) --no_python \
       "$bin" "${dist_args[@]}" --set train.steps=20 --run-dir "$tmp/trun"
     for run in trun tr; do
       if cmp -s "$tmp/dp2/checkpoints/step-20/model.safetensors" \
@@ -153,9 +153,9 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
       fi
     done
   elif [ "${CI:-}" = true ]; then
-    echo "FAIL: python3-torch is missing (scripts/install-deps.sh installs it)"; failures=$((failures + 1))
+    echo "FAIL: $py has no torch (scripts/install-deps.sh installs it)"; failures=$((failures + 1))
   else
-    echo "skip: torchrun interop needs Debian's python3-torch (scripts/install-deps.sh)"
+    echo "skip: torchrun interop needs torch in $py (scripts/install-deps.sh)"
   fi
   # bench dist end to end, tiny: the ranker and the GPT at every ZeRO stage.
   # Per-rank model state within 5% of the ZeRO formulas, and ZeRO-1/2/3

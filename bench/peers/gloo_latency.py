@@ -1,6 +1,6 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The peer of `topspin bench dist`'s all-reduce latency row: PyTorch's own
-Gloo process group (Debian's python3-torch) summing 4 floats between 2
+Gloo process group (torch 2.11 from the project's venv) summing 4 floats between 2
 local processes over a file store, as topspin's Comm does.
 
 Prints one JSON object: {"allreduce_us": mean microseconds per all-reduce}.

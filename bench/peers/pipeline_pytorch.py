@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The peer of `topspin bench pipeline`: the "shop transform" workload written
 the way a PyTorch user would write it.
 
@@ -8,8 +8,8 @@ standardize, clip, bucketize, hash), a collate_fn that packs lists jagged
 (dense [N, F], sparse [N, C], labels [N], offsets [B + 1]) and
 torch.utils.data.DataLoader with shuffle, for each num_workers asked.
 
-Run under Debian's /usr/bin/python3 (python3-torch, python3-numpy,
-python3-pandas). Statistics (means, stds, quantile edges) are computed from
+Run under the project's venv (.venv/bin/python: torch 2.11, numpy, pandas;
+scripts/install-deps.sh --bench). Statistics (means, stds, quantile edges) are computed from
 the data before timing, as a user would. Prints one JSON object:
 {"configs": [{"num_workers": w, "docs_per_s": ..., "seconds": ..., "docs": ...}], "best": ...}
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The PyTorch peer of `topspin bench train-ranker`: the same ranker, loss and
 optimizer settings written the way a PyTorch user would.
 
@@ -58,13 +58,13 @@ def softmax_loss(scores, labels, offsets):
     return per_list[valid].mean() if valid.any() else scores.sum() * 0
 
 
-def evaluate(model, dataset):
+def evaluate(model, dataset, device):
     model.eval()
     total = 0.0
     with torch.no_grad():
         for dense, sparse, labels, offsets in DataLoader(dataset, batch_size=256,
                                                          collate_fn=collate):
-            scores = model(dense, sparse).numpy()
+            scores = model(dense.to(device), sparse.to(device)).cpu().numpy()
             o = offsets.numpy()
             for i in range(len(o) - 1):
                 total += ndcg_at(scores[o[i]:o[i + 1]], labels.numpy()[o[i]:o[i + 1]])
@@ -83,24 +83,29 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args()
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     spec = json.load(open(args.spec))
     train = ShopQueries(pandas.read_csv(args.train), spec)
     valid = ShopQueries(pandas.read_csv(args.valid), spec)
     sizes = [b["buckets"] + 1 for b in spec["bucketize"]] + [h["slots"] for h in spec["hash"]]
-    model = Ranker(2 * len(spec["dense"]), sizes, args.embedding_dim)
+    model = Ranker(2 * len(spec["dense"]), sizes, args.embedding_dim).to(device)
     dense_params = [p for n, p in model.named_parameters() if not n.startswith("tables")]
     sparse_params = list(model.tables.parameters())
     opt_dense = torch.optim.AdamW(dense_params, lr=args.lr, weight_decay=0.0)
     opt_sparse = torch.optim.SparseAdam(sparse_params, lr=args.lr)
     loader = DataLoader(train, batch_size=args.batch, shuffle=True, collate_fn=collate,
-                        drop_last=True, generator=torch.Generator().manual_seed(args.seed))
+                        drop_last=True, generator=torch.Generator().manual_seed(args.seed),
+                        pin_memory=cuda)
     docs = 0
     start = time.perf_counter()
     for _ in range(args.epochs):
-        for dense, sparse, labels, offsets in loader:
+        for batch in loader:
+            dense, sparse, labels, offsets = (t.to(device, non_blocking=True) for t in batch)
             loss = softmax_loss(model(dense, sparse), labels, offsets)
             opt_dense.zero_grad()
             opt_sparse.zero_grad()
@@ -109,9 +114,11 @@ def main():
             opt_dense.step()
             opt_sparse.step()
             docs += len(labels)
+    if cuda:
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     print(json.dumps({"docs_per_s": docs / seconds, "seconds": seconds, "docs": docs,
-                      "ndcg10": evaluate(model, valid), "epochs": args.epochs}))
+                      "ndcg10": evaluate(model, valid, device), "epochs": args.epochs}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The gradient-boosted-trees peer of `topspin bench train-ranker`: XGBoost
-rank:ndcg (Debian's python3-xgboost) on the raw gen shop features (trees
+rank:ndcg (XGBoost from PyPI, in the project's venv) on the raw gen shop features (trees
 need no imputation, scaling or hashing; categorical ids are used as numbers).
 
 Prints one JSON object: {"ndcg10", "seconds", "rounds", "depth"}. NDCG@10 uses

@@ -13,7 +13,6 @@
 namespace topspin::cli {
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";  // Debian's, with python3-pandas
 
 // The peer, timed inside Python so interpreter start-up is not counted.
 constexpr const char* kPandasScript = R"(
@@ -32,7 +31,7 @@ double PandasSeconds(const std::filesystem::path& csv, const std::filesystem::pa
                      int repeats) {
   const auto script = scratch / "bench_convert_pandas.py";
   WriteFileAtomic(script, kPandasScript);
-  const std::string command = fmt::format("{} '{}' '{}' '{}' {} 2>&1", kPython, script.string(),
+  const std::string command = fmt::format("{} '{}' '{}' '{}' {} 2>&1", PeerPython(), script.string(),
                                           csv.string(), (scratch / "pandas.npy").string(), repeats);
   const auto [status, output] = RunCommand(command);
   std::filesystem::remove(scratch / "pandas.npy");
@@ -41,7 +40,7 @@ double PandasSeconds(const std::filesystem::path& csv, const std::filesystem::pa
     return std::stod(output);
   } catch (const std::exception&) {
     throw IoError(fmt::format("the pandas peer failed: {}", output.substr(0, 300)),
-                  ErrorWhere{.file = kPython},
+                  ErrorWhere{.file = PeerPython()},
                   "install the benchmark peers: scripts/install-deps.sh --bench");
   }
 }

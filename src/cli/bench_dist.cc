@@ -128,7 +128,7 @@ void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
   // Gloo process group doing the same.
   const fs::path script = o.peers / "gloo_latency.py";
   const auto peer = nlohmann::json::parse(RunPeer(
-      fmt::format("/usr/bin/python3 '{}' '{}' 2>&1", script.string(), (dir / "peer-store").string()),
+      fmt::format("{} '{}' '{}' 2>&1", PeerPython(), script.string(), (dir / "peer-store").string()),
       script.string()));
   fs::remove_all(dir);
   t.rows.push_back({"Gloo all-reduce of 16 B, 2 ranks", two.allreduce_us, "PyTorch's Gloo",

@@ -171,7 +171,7 @@ void RunGptDistRank(const GptDistOptions& o) {
 namespace topspin::cli {
 void RunGptDistRank(const GptDistOptions&) {
   throw Error(ErrorKind::kUsage, "bench dist needs the LibTorch build", {},
-              "install libtorch-dev (scripts/install-deps.sh) and rebuild");
+              "run scripts/install-deps.sh (the torch wheel into .venv/) and rebuild");
 }
 }  // namespace topspin::cli
 

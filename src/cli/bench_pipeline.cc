@@ -23,7 +23,6 @@ namespace topspin::cli {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr const char* kPython = "/usr/bin/python3";  // Debian's, with python3-torch
 using Seconds = std::chrono::duration<double>;
 
 double MiB(uint64_t bytes) {
@@ -67,7 +66,7 @@ nlohmann::json RunPeer(const fs::path& csv, const fs::path& spec, const Pipeline
                   "run from the repository root or pass --peer-script");
   }
   const std::string command = fmt::format(
-      "{} '{}' '{}' '{}' --workers {} --batch {} --seed {} 2>&1", kPython, script.string(),
+      "{} '{}' '{}' '{}' --workers {} --batch {} --seed {} 2>&1", PeerPython(), script.string(),
       csv.string(), spec.string(), o.peer_workers, o.batch_queries, o.seed);
   const auto [status, output] = RunCommand(command);
   const auto line = output.rfind("{\"configs\"");

@@ -12,6 +12,12 @@
 
 namespace topspin::cli {
 
+// The Python the peers run under: $TOPSPIN_PYTHON, else the project's venv
+// (.venv/bin/python of the source tree this binary was built from, where
+// scripts/install-deps.sh --bench puts torch 2.11, numpy, pandas, XGBoost),
+// else python3 from PATH.
+std::string PeerPython();
+
 struct DataBenchOptions {
   std::filesystem::path scratch;  // inputs are generated here (and removed after)
   uint64_t queries = 20000;       // gen shop queries (~36 rows each)
@@ -26,7 +32,7 @@ struct DataBenchOptions {
 BenchTable RunReadBench(const DataBenchOptions& options);
 
 // CSV -> shards MB/s against pandas.read_csv + numpy.save of the same file
-// (Debian's /usr/bin/python3 with python3-pandas).
+// (PeerPython() with pandas).
 BenchTable RunConvertBench(const DataBenchOptions& options);
 
 struct PipelineBenchOptions {
@@ -54,6 +60,7 @@ std::string ShopPeerSpecJson(uint64_t seed);
 struct TrainRankerBenchOptions {
   std::filesystem::path scratch;
   std::filesystem::path peers = "bench/peers";
+  std::string device = "cpu";  // train.device for us, --device for the PyTorch peer
   uint64_t queries = 20000;
   uint64_t valid_queries = 4000;
   int epochs = 1;

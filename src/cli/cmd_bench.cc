@@ -1,5 +1,8 @@
 // topspin bench <workload>: named benchmarks, each one table comparing our
 // figure with a peer measured in the same run.
+#include <cstdlib>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "cli/benches.h"
@@ -22,6 +25,13 @@ void Report(const BenchTable& table, const BenchArgs& args) {
 }
 
 }  // namespace
+
+std::string PeerPython() {
+  if (const char* p = std::getenv("TOPSPIN_PYTHON"); p != nullptr && *p) return p;
+  const std::filesystem::path venv = std::filesystem::path(TOPSPIN_SOURCE_DIR) / ".venv/bin/python";
+  if (std::filesystem::exists(venv)) return venv.string();
+  return "python3";
+}
 
 void RegisterBench(CLI::App& app) {
   static BenchArgs args;
@@ -122,6 +132,9 @@ void RegisterBench(CLI::App& app) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   ranker_cmd->add_option("--peers", ranker.peers, "directory of the Python peers")
+      ->capture_default_str();
+  ranker_cmd->add_option("--device", ranker.device, "where we and the PyTorch peer train")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   ranker_cmd->callback([] { Report(RunTrainRankerBench(ranker), args); });
 

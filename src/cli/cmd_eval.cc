@@ -76,7 +76,7 @@ void RunEval(const EvalArgs& args) {
 #else
   (void)args;
   throw Error(ErrorKind::kUsage, "this topspin was built without LibTorch, which evaluation needs",
-              {}, "install libtorch-dev (scripts/install-deps.sh) and rebuild");
+              {}, "run scripts/install-deps.sh (the torch wheel into .venv/) and rebuild");
 #endif
 }
 

@@ -92,7 +92,7 @@ void ProfileConfig(const ProfileArgs& args) {
 #else
   (void)args;
   throw Error(ErrorKind::kUsage, "this topspin was built without LibTorch, which profiling needs",
-              {}, "install libtorch-dev (scripts/install-deps.sh) and rebuild");
+              {}, "run scripts/install-deps.sh (the torch wheel into .venv/) and rebuild");
 #endif
 }
 

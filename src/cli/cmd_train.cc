@@ -219,7 +219,7 @@ void RunTrain(const TrainArgs& args) {
 #else
   (void)args;
   throw Error(ErrorKind::kUsage, "this topspin was built without LibTorch, which training needs",
-              {}, "install libtorch-dev (scripts/install-deps.sh) and rebuild");
+              {}, "run scripts/install-deps.sh (the torch wheel into .venv/) and rebuild");
 #endif
 }
 

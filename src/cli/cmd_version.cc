@@ -6,13 +6,14 @@
 #include "topspin/core/hash.h"
 
 #ifdef TOPSPIN_HAVE_TORCH
+#include "topspin/ddp/comm.h"
 #include "topspin/model/torch_info.h"
 #endif
 
 namespace topspin::cli {
 
 void RegisterVersion(CLI::App& app) {
-  auto* cmd = app.add_subcommand("version", "Print version, git commit, LibTorch, CUDA and BLAS");
+  auto* cmd = app.add_subcommand("version", "Print version, git commit, LibTorch, CUDA, cuDNN, NCCL, the GPUs and BLAS");
   cmd->callback([] {
     fmt::print("topspin {}\n", build::kVersion);
     fmt::print("  commit    {}\n", build::kGitCommit);
@@ -21,12 +22,26 @@ void RegisterVersion(CLI::App& app) {
 #ifdef TOPSPIN_HAVE_TORCH
     const TorchInfo torch = GetTorchInfo();
     fmt::print("  libtorch  {} ({} intra-op threads)\n", torch.version, torch.intra_op_threads);
-    fmt::print("  cuda      {}\n",
-               torch.cuda_available ? fmt::format("yes, {} device(s)", torch.cuda_devices) : "no");
-    fmt::print("  blas      {}{}\n", torch.blas_library.empty() ? "unknown" : torch.blas_library,
+    if (torch.built_with_cuda) {
+      const std::string nccl = NcclVersion();
+      fmt::print("  cuda      built for CUDA {}, cuDNN {}, NCCL {}\n", torch.cuda_version,
+                 torch.cudnn_version.empty() ? "none" : torch.cudnn_version,
+                 nccl.empty() ? "none" : nccl);
+    } else {
+      fmt::print("  cuda      not built in (a CPU-only LibTorch)\n");
+    }
+    if (torch.gpus.empty()) {
+      fmt::print("  gpus      none visible{}\n", torch.built_with_cuda ? " (training runs on the CPU)" : "");
+    }
+    for (size_t i = 0; i < torch.gpus.size(); ++i) {
+      const GpuInfo& g = torch.gpus[i];
+      fmt::print("  gpu {}     {}, {:.1f} GiB, compute capability {}.{}\n", i, g.name,
+                 double(g.memory_bytes) / double(1 << 30), g.major, g.minor);
+    }
+    fmt::print("  blas      {}{}{}\n", torch.blas.empty() ? "unknown" : torch.blas,
+               torch.blas_library.empty() ? "" : " (" + torch.blas_library + ")",
                torch.blas_is_optimized ? ""
-                                       : "  (WARNING: not OpenBLAS/MKL; matmul is ~14x slower: "
-                                         "apt-get install libopenblas0-pthread)");
+                                       : "  (WARNING: not MKL/OpenBLAS; matmul is ~14x slower)");
 #else
     fmt::print("  libtorch  not built in (configure with LibTorch to train)\n");
     fmt::print("  cuda      no\n");

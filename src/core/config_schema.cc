@@ -266,6 +266,13 @@ Schema BuildSchema() {
             .choices = {"fp32", "bf16"},
             .doc = "forward matmuls in bf16 under autocast (fp32 master weights, losses and "
                    "optimizer); docs/TRAINING.md says when it pays"})
+      .Add({.key = "train.device",
+            .type = VT::kString,
+            .default_value = std::string("auto"),
+            .choices = {"auto", "cpu", "cuda"},
+            .doc = "where the model computes; auto: the GPU when one is visible (rank r of a "
+                   "host takes GPU r), else the CPU. Checkpoints load on either",
+            .hashed = false})
       .Add({.key = "train.torch_threads",
             .type = VT::kInt,
             .default_value = int64_t{0},
@@ -279,7 +286,8 @@ Schema BuildSchema() {
             .type = VT::kString,
             .default_value = std::string("auto"),
             .choices = {"auto", "gloo", "nccl"},
-            .doc = "c10d backend; auto: nccl on GPU, gloo on CPU"})
+            .doc = "c10d backend for device tensors; auto: NCCL when training on GPUs, Gloo on "
+                   "the CPU (host-side totals always use Gloo); gloo refuses a GPU run"})
       .Add({.key = "dist.nproc",
             .type = VT::kInt,
             .default_value = int64_t{1},

@@ -12,6 +12,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+#ifdef TOPSPIN_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include "topspin/core/error.h"
 #include "topspin/core/sha256.h"
@@ -126,6 +130,14 @@ std::shared_ptr<gloo::transport::Device> MakeDevice(const LaunchEnv& env) {
 
 }  // namespace
 
+std::string NcclVersion() {
+#ifdef TOPSPIN_WITH_NCCL
+  return c10d::getNcclVersion();
+#else
+  return "";
+#endif
+}
+
 struct CommWork::Impl {
   c10::intrusive_ptr<c10d::Work> work;
   std::string what;
@@ -171,9 +183,50 @@ struct CommWorkStart {
 struct Comm::Impl {
   LaunchEnv env;
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  c10::intrusive_ptr<c10d::Backend> gloo;  // host tensors (and CUDA ones without NCCL)
+  c10::intrusive_ptr<c10d::Backend> nccl;  // CUDA tensors, when this rank has a GPU
   double blocked_s = 0;
+
+  // The group that moves `t`; every tensor of one collective shares a device.
+  c10d::Backend& For(const at::Tensor& t) {
+    if (!t.is_cuda()) return *gloo;
+    if (!nccl) {
+      throw ConfigError("a CUDA tensor reached a collective without NCCL",
+                        ErrorWhere{.field = "dist.backend"},
+                        "use dist.backend auto or nccl when training on GPUs");
+    }
+    return *nccl;
+  }
 };
+
+namespace {
+
+// The NCCL group for CUDA tensors, or null: dist.backend "gloo" or a rank
+// on the CPU. Errors when NCCL is asked for and cannot be had.
+c10::intrusive_ptr<c10d::Backend> MakeNccl(const c10::intrusive_ptr<c10d::Store>& store,
+                                           const LaunchEnv& env, const CommOptions& o) {
+  if (o.backend == "gloo" || (o.backend == "auto" && o.cuda_device < 0)) return {};
+  if (o.cuda_device < 0) {
+    throw ConfigError("dist.backend nccl needs a GPU, and this rank computes on the CPU",
+                      ErrorWhere{.field = "dist.backend"},
+                      "set train.device cuda (or auto on a GPU machine), or dist.backend gloo");
+  }
+#ifdef TOPSPIN_WITH_NCCL
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(o.cuda_device));
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = o.timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(
+      c10::make_intrusive<c10d::PrefixStore>("topspin/nccl", store), env.rank, env.world_size,
+      options);
+#else
+  throw ConfigError("this topspin was built without NCCL (a CPU-only LibTorch)",
+                    ErrorWhere{.field = "dist.backend"},
+                    "build against a CUDA LibTorch (the torch wheel scripts/install-deps.sh "
+                    "installs), or set dist.backend gloo");
+#endif
+}
+
+}  // namespace
 
 Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Comm::~Comm() = default;
@@ -191,30 +244,37 @@ std::unique_ptr<Comm> Comm::Connect(const LaunchEnv& env, const CommOptions& opt
     auto pg_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     pg_options->devices = {MakeDevice(env)};
     pg_options->threads = 2;
-    impl->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
+    impl->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("topspin/pg", impl->store), env.rank,
         env.world_size, pg_options);
     return 0;
   });
+  impl->nccl = MakeNccl(impl->store, env, options);
   return std::unique_ptr<Comm>(new Comm(std::move(impl)));
 }
 
 int Comm::rank() const { return impl_->env.rank; }
 int Comm::world_size() const { return impl_->env.world_size; }
 double Comm::blocked_seconds() const { return impl_->blocked_s; }
+const char* Comm::device_backend() const { return impl_->nccl ? "nccl" : "gloo"; }
 
 CommWork Comm::AllReduceSumAsync(at::Tensor t) {
+  c10d::Backend& pg = impl_->For(t);
   std::vector<at::Tensor> tensors{std::move(t)};
   return CommWorkStart::Start("all-reduce", rank(), &impl_->blocked_s,
-                              [&] { return impl_->pg->allreduce(tensors); });
+                              [&] { return pg.allreduce(tensors); });
 }
 
-CommWork Comm::ReduceSumAsync(at::Tensor t, int root) {
-  std::vector<at::Tensor> tensors{std::move(t)};
-  c10d::ReduceOptions options;
-  options.rootRank = root;
-  return CommWorkStart::Start(fmt::format("reduce to rank {}", root), rank(), &impl_->blocked_s,
-                              [&] { return impl_->pg->reduce(tensors, options); });
+CommWork Comm::ReduceScatterSumAsync(std::vector<at::Tensor> pieces, at::Tensor out) {
+  if (int(pieces.size()) != world_size() || !out.defined() ||
+      out.sizes() != pieces[size_t(rank())].sizes()) {
+    throw InternalError("ReduceScatterSumAsync: one piece per rank, this rank's shaped like out");
+  }
+  c10d::Backend& pg = impl_->For(out);
+  std::vector<at::Tensor> outputs{std::move(out)};
+  std::vector<std::vector<at::Tensor>> inputs{std::move(pieces)};
+  return CommWorkStart::Start("reduce-scatter", rank(), &impl_->blocked_s,
+                              [&] { return pg.reduce_scatter(outputs, inputs); });
 }
 
 std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
@@ -223,7 +283,7 @@ std::vector<at::Tensor> Comm::AllGatherRows(const at::Tensor& t) {
   std::vector<std::vector<at::Tensor>> sizes(1);
   for (int r = 0; r < w; ++r) sizes[0].push_back(torch::empty({1}, torch::kLong));
   Blocking(&impl_->blocked_s, "all-gather of row counts", rank(),
-           [&] { return impl_->pg->allgather(sizes, in)->wait(); });
+           [&] { return impl_->gloo->allgather(sizes, in)->wait(); });
   std::vector<int64_t> rows;
   for (const auto& s : sizes[0]) rows.push_back(s.item<int64_t>());
   std::vector<at::Tensor> out;
@@ -249,23 +309,26 @@ CommWork Comm::AllGatherRowsAsync(const at::Tensor& t, const std::vector<int64_t
     got[0].push_back(torch::empty(shape, t.options()));
     out.push_back(got[0].back().narrow(0, 0, rows[size_t(r)]));
   }
+  c10d::Backend& pg = impl_->For(t);
   return CommWorkStart::Start("all-gather", rank(), &impl_->blocked_s,
-                              [&] { return impl_->pg->allgather(got, send); });
+                              [&] { return pg.allgather(got, send); });
 }
 
 void Comm::AllGatherInto(const at::Tensor& piece, const std::vector<at::Tensor>& out) {
+  c10d::Backend& pg = impl_->For(piece);
   std::vector<at::Tensor> send{piece};
   std::vector<std::vector<at::Tensor>> got{out};
   Blocking(&impl_->blocked_s, "all-gather", rank(),
-           [&] { return impl_->pg->allgather(got, send)->wait(); });
+           [&] { return pg.allgather(got, send)->wait(); });
 }
 
 void Comm::Broadcast(at::Tensor t, int root) {
+  c10d::Backend& pg = impl_->For(t);
   std::vector<at::Tensor> tensors{std::move(t)};
   c10d::BroadcastOptions o;
   o.rootRank = root;
   Blocking(&impl_->blocked_s, "broadcast", rank(),
-           [&] { return impl_->pg->broadcast(tensors, o)->wait(); });
+           [&] { return pg.broadcast(tensors, o)->wait(); });
 }
 
 void Comm::Barrier() {

@@ -80,7 +80,7 @@ struct GradBuckets::Impl {
     while (live_staging >= options.max_staged && next_harvest < reducing) {
       Harvest(next_harvest++);
     }
-    staging[b] = torch::zeros({buckets[b].second}, torch::kFloat);
+    staging[b] = torch::zeros({buckets[b].second}, shard_grads.options());
     ++live_staging;
     staging_bytes += buckets[b].second * int64_t(sizeof(float));
     peak_staging_bytes = std::max(peak_staging_bytes, staging_bytes);
@@ -94,15 +94,19 @@ struct GradBuckets::Impl {
     }
     for (size_t k : members[b]) Stage(k);
     Allocate(b);  // when no parameter of the bucket had a gradient
-    // A reduce-scatter with uneven pieces: each rank whose shard overlaps
-    // the bucket receives the sum of its piece.
-    const int64_t total = flat_numel;
+    // One reduce-scatter with uneven pieces: each rank receives the sum of
+    // the part of the bucket its shard covers (empty for the others),
+    // straight into its shard of the gradient.
+    std::vector<at::Tensor> pieces;
+    at::Tensor mine;
     for (int r = 0; r < comm.world_size(); ++r) {
-      const auto [so, sn] = ShardRange(total, comm.world_size(), r);
-      const int64_t lo = std::max(offset, so), hi = std::min(offset + numel, so + sn);
-      if (lo >= hi) continue;
-      work[b].push_back(comm.ReduceSumAsync(staging[b].narrow(0, lo - offset, hi - lo), r));
+      const auto [so, sn] = ShardRange(flat_numel, comm.world_size(), r);
+      const int64_t lo = std::clamp(so, offset, offset + numel);
+      const int64_t hi = std::clamp(so + sn, lo, offset + numel);
+      pieces.push_back(staging[b].narrow(0, lo - offset, hi - lo));
+      if (r == comm.rank()) mine = shard_grads.narrow(0, hi > lo ? lo - so : 0, hi - lo);
     }
+    work[b].push_back(comm.ReduceScatterSumAsync(std::move(pieces), mine));
     reducing = b + 1;
     // Frees the staging of earlier buckets whose reduces are done.
     while (next_harvest < b && Done(next_harvest)) Harvest(next_harvest++);
@@ -115,18 +119,13 @@ struct GradBuckets::Impl {
     return true;
   }
 
-  // Waits for bucket b; with shard_grads keeps this rank's piece of it.
+  // Waits for bucket b; with shard_grads frees its staging buffer.
   void Harvest(size_t b) {
     for (auto& w : work[b]) w.Wait();
     work[b].clear();
     if (!options.shard_grads) return;
-    const auto [offset, numel] = buckets[b];
-    const int64_t lo = std::max(offset, shard.first);
-    const int64_t hi = std::min(offset + numel, shard.first + shard.second);
-    if (lo < hi) {
-      shard_grads.narrow(0, lo - shard.first, hi - lo).copy_(staging[b].narrow(0, lo - offset, hi - lo));
-    }
-    staging[b] = at::Tensor();
+    const int64_t numel = buckets[b].second;
+    staging[b] = at::Tensor();  // the reduce-scatter wrote this rank's piece into shard_grads
     --live_staging;
     staging_bytes -= numel * int64_t(sizeof(float));
   }
@@ -183,7 +182,7 @@ GradBuckets::GradBuckets(Comm& comm, const std::vector<at::Tensor>& params,
   if (options.shard_grads) {
     im.flat_numel = im.FlatNumel();
     im.shard = ShardRange(im.flat_numel, comm.world_size(), comm.rank());
-    im.shard_grads = torch::zeros({im.shard.second}, torch::kFloat);
+    im.shard_grads = torch::zeros({im.shard.second}, params.at(0).options());
   }
   for (size_t k = 0; k < params.size(); ++k) {
     Impl* self = impl_.get();
@@ -235,13 +234,14 @@ at::Tensor PackRows(const std::vector<RowGrads>& local, const std::vector<size_t
   std::vector<at::Tensor> parts;
   for (size_t c : tables) {
     const int64_t u = local[c].ids.size(0);
-    auto part = torch::empty({u, d + 2}, torch::kFloat);
+    auto part = torch::empty({u, d + 2}, local[c].grads.options());
     const auto gid = (local[c].ids + offsets[c]).contiguous();
     part.narrow(1, 0, 2).copy_(gid.view(torch::kFloat).view({u, 2}));
     part.narrow(1, 2, d).copy_(local[c].grads);
     parts.push_back(part);
   }
-  return parts.empty() ? torch::empty({0, d + 2}, torch::kFloat) : torch::cat(parts);
+  return parts.empty() ? torch::empty({0, d + 2}, local[tables[0]].grads.options())
+                       : torch::cat(parts);
 }
 
 }  // namespace
@@ -295,7 +295,7 @@ std::vector<RowGrads> SyncRows(Comm& comm, const std::vector<RowGrads>& local,
   at::Tensor summed;
   CommWork work;
   if (!dense.empty()) {
-    summed = torch::zeros({dense_numel}, torch::kFloat);
+    summed = torch::zeros({dense_numel}, local[0].grads.options());
     for (size_t c : dense) {
       auto table = summed.narrow(0, offsets[c], table_rows[c] * (d + 1)).view({table_rows[c], d + 1});
       table.narrow(1, 0, d).index_add_(0, local[c].ids, local[c].grads);

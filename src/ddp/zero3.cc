@@ -1,6 +1,5 @@
 #include "topspin/ddp/zero3.h"
 
-#include <c10/core/CPUAllocator.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/torch.h>
 
@@ -50,7 +49,9 @@ struct Zero3::Impl {
   void Gather(Unit& u) {
     if (u.gathered) return;
     auto* storage = u.full.storage().unsafeGetStorageImpl();
-    storage->set_data_ptr_noswap(c10::GetCPUAllocator()->allocate(size_t(Bytes(u))));
+    // The allocator the buffer was made with: host memory, or the CUDA
+    // caching allocator when the model lives on a GPU.
+    storage->set_data_ptr_noswap(storage->allocator()->allocate(size_t(Bytes(u))));
     storage->set_nbytes(size_t(Bytes(u)));
     u.gathered = true;
     gathered_bytes += Bytes(u);
@@ -65,7 +66,7 @@ struct Zero3::Impl {
   void Launch(size_t index) {
     Unit& u = units[index];
     u.launched = true;
-    u.staging = torch::zeros({u.piece * comm.world_size()}, torch::kFloat);
+    u.staging = torch::zeros({u.piece * comm.world_size()}, shard_grads.options());
     for (size_t k = 0; k < u.params.size(); ++k) {
       auto& grad = u.params[k].mutable_grad();
       if (!grad.defined()) continue;  // unused in this backward
@@ -73,9 +74,11 @@ struct Zero3::Impl {
       grad.reset();
     }
     Free(u);
-    for (int r = 0; r < comm.world_size(); ++r) {
-      u.work.push_back(comm.ReduceSumAsync(u.staging.narrow(0, r * u.piece, u.piece), r));
-    }
+    // One reduce-scatter: rank r's piece of the sum lands in its shard.
+    std::vector<at::Tensor> pieces;
+    for (int r = 0; r < comm.world_size(); ++r) pieces.push_back(u.staging.narrow(0, r * u.piece, u.piece));
+    u.work.push_back(
+        comm.ReduceScatterSumAsync(std::move(pieces), shard_grads.narrow(0, u.shard_offset, u.piece)));
     order.push_back(index);
     while (next_harvest + 1 < order.size() && Done(units[order[next_harvest]])) {
       Harvest(units[order[next_harvest++]]);
@@ -92,9 +95,7 @@ struct Zero3::Impl {
   void Harvest(Unit& u) {
     for (auto& w : u.work) w.Wait();
     u.work.clear();
-    shard_grads.narrow(0, u.shard_offset, u.piece)
-        .copy_(u.staging.narrow(0, comm.rank() * u.piece, u.piece));
-    u.staging = at::Tensor();
+    u.staging = at::Tensor();  // the reduce-scatter wrote this rank's piece into shard_grads
   }
 
   void OnReady(size_t index) {
@@ -125,11 +126,12 @@ Zero3::Zero3(Comm& comm, const std::vector<std::vector<at::Tensor>>& units, Opti
     im.total += u.numel;
     im.units.push_back(std::move(u));
   }
-  im.shard_params = torch::zeros({shard}, torch::kFloat);
-  im.shard_grads = torch::zeros({shard}, torch::kFloat);
+  const auto like = units.at(0).at(0).options();  // float32, on the model's device
+  im.shard_params = torch::zeros({shard}, like);
+  im.shard_grads = torch::zeros({shard}, like);
   torch::NoGradGuard no_grad;
   for (auto& u : im.units) {
-    u.full = torch::zeros({u.piece * world}, torch::kFloat);
+    u.full = torch::zeros({u.piece * world}, like);
     for (size_t k = 0; k < u.params.size(); ++k) {
       auto& p = u.params[k];
       u.full.narrow(0, u.offsets[k], p.numel()).copy_(p.reshape({-1}));

@@ -20,13 +20,15 @@ struct Block : torch::nn::Module {
     out = register_module("out", torch::nn::Linear(s.d_ff, s.d_model));
   }
 
-  // x [B, T, D]; mask [T, T], -inf above the diagonal.
-  torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  // x [B, T, D] -> [B, T, D]. Causal attention through
+  // scaled_dot_product_attention: LibTorch picks flash or memory-efficient
+  // kernels on CUDA and a fused kernel on the CPU; no [T, T] mask is built.
+  torch::Tensor Forward(const torch::Tensor& x) {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / heads;
     const auto split = qkv->forward(ln1->forward(x)).view({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
     const auto q = split[0], k = split[1], v = split[2];  // [B, H, T, hd]
-    const auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(hd)) + mask;
-    const auto attended = torch::matmul(torch::softmax(scores, -1), v);
+    const auto attended = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
+                                                           /*dropout_p=*/0.0, /*is_causal=*/true);
     auto h = x + proj->forward(attended.transpose(1, 2).reshape({b, t, d}));
     return h + out->forward(torch::gelu(fc->forward(ln2->forward(h))));
   }
@@ -96,13 +98,12 @@ at::Tensor Gpt::Logits(const at::Tensor& tokens) const {
   UnitHooks* hooks = impl_->hooks;
   const int64_t per_unit = impl_->blocks_per_unit, layers = int64_t(net.blocks.size());
   if (hooks) hooks->Before(0);
-  const auto positions = torch::arange(t, torch::kLong);
+  const auto positions = torch::arange(t, tokens.options().dtype(torch::kLong));
   auto x = net.wte->forward(tokens) + net.wpe->forward(positions);
-  const auto mask = torch::full({t, t}, -INFINITY).triu(1);
   for (int64_t l = 0; l < layers; ++l) {
     const size_t unit = size_t(1 + l / per_unit);
     if (hooks && l % per_unit == 0) hooks->Before(unit);
-    x = net.blocks[size_t(l)]->Forward(x, mask);
+    x = net.blocks[size_t(l)]->Forward(x);
     if (hooks && ((l + 1) % per_unit == 0 || l + 1 == layers)) x = hooks->After(unit, x);
   }
   x = net.ln_f->forward(x);

@@ -114,6 +114,11 @@ Ranker::Output Ranker::Forward(const at::Tensor& dense, const at::Tensor& sparse
 torch::nn::Module& Ranker::dense_module() {
   return *impl_->net;
 }
+void Ranker::To(const c10::Device& device) {
+  impl_->net->to(device);
+  for (auto& t : impl_->tables) t = t.to(device);
+}
+
 std::vector<at::Tensor>& Ranker::tables() {
   return impl_->tables;
 }

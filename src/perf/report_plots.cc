@@ -249,7 +249,8 @@ std::vector<ReportPlot> ReportPlots(const MetricsLog& metrics) {
 std::string PhaseColor(const std::string& phase) {
   // data_wait in red: a stalled pipeline should stand out.
   static const std::map<std::string, std::string> colors = {
-      {"data_wait", "#e15759"}, {"forward", "#4e79a7"},    {"backward", "#59a14f"},
+      {"data_wait", "#e15759"}, {"h2d", "#ff9da7"},        {"forward", "#4e79a7"},
+      {"backward", "#59a14f"},
       {"sync", "#b07aa1"},      {"optimizer", "#f28e2b"},  {"log", "#edc948"},
       {"eval", "#76b7b2"},      {"checkpoint", "#9c755f"}, {"other", "#bab0ac"}};
   const auto& order = ProfilePhases();

@@ -11,8 +11,8 @@ namespace topspin {
 namespace {
 
 void CheckFloat(const at::Tensor& t, const char* what) {
-  if (t.scalar_type() != at::kFloat || !t.is_contiguous() || t.device().type() != at::kCPU) {
-    throw InternalError(fmt::format("{}: expected a contiguous float32 CPU tensor", what));
+  if (t.scalar_type() != at::kFloat || !t.is_contiguous()) {
+    throw InternalError(fmt::format("{}: expected a contiguous float32 tensor", what));
   }
 }
 
@@ -21,15 +21,22 @@ void CheckFloat(const at::Tensor& t, const char* what) {
 FlatParams::FlatParams(torch::nn::Module& module,
                        const std::function<bool(const std::string&)>& include, bool flat_grads) {
   int64_t total = 0;
+  at::TensorOptions like = at::TensorOptions().dtype(at::kFloat);
   for (const auto& item : module.named_parameters()) {
     if (include && !include(item.key())) continue;
     CheckFloat(item.value(), item.key().c_str());
+    if (parameters_.empty()) {
+      like = item.value().options();
+    } else if (item.value().device() != like.device()) {
+      throw InternalError(fmt::format("FlatParams: {} is on {}, the others on {}", item.key(),
+                                      item.value().device().str(), like.device().str()));
+    }
     slots_.push_back({item.key(), total, item.value().numel(), item.value().sizes().vec()});
     parameters_.push_back(item.value());
     total += item.value().numel();
   }
-  params_ = torch::empty({total}, torch::kFloat);
-  grads_ = torch::zeros({flat_grads ? total : 0}, torch::kFloat);
+  params_ = torch::empty({total}, like.requires_grad(false));
+  grads_ = torch::zeros({flat_grads ? total : 0}, like.requires_grad(false));
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
@@ -72,9 +79,20 @@ bool FlatParams::Aliased() const {
 
 // ---- dense --------------------------------------------------------------------
 
-DenseOptimizer::DenseOptimizer(int64_t numel, const Options& options) : options_(options) {
-  m_ = torch::zeros({numel}, torch::kFloat);
-  if (options.kind == Kind::kAdamW) v_ = torch::zeros({numel}, torch::kFloat);
+DenseOptimizer::DenseOptimizer(int64_t numel, const Options& options,
+                               const at::TensorOptions& like)
+    : options_(options) {
+  const auto o = like.dtype(at::kFloat).requires_grad(false);
+  m_ = torch::zeros({numel}, o);
+  if (options.kind == Kind::kAdamW) {
+    v_ = torch::zeros({numel}, o);
+    step_ = torch::zeros({}, o);
+  }
+}
+
+void DenseOptimizer::set_steps(int64_t steps) {
+  steps_ = steps;
+  if (step_.defined()) step_.fill_(double(steps));
 }
 
 void DenseOptimizer::Step(at::Tensor& params, const at::Tensor& grads, double lr) {
@@ -83,31 +101,22 @@ void DenseOptimizer::Step(at::Tensor& params, const at::Tensor& grads, double lr
   if (params.numel() != m_.numel() || grads.numel() != m_.numel()) {
     throw InternalError("DenseOptimizer: buffer sizes changed");
   }
+  torch::NoGradGuard no_grad;
+  const bool first = steps_ == 0;
   ++steps_;
-  float* p = params.data_ptr<float>();
-  const float* g = grads.data_ptr<float>();
-  float* m = m_.data_ptr<float>();
-  const int64_t n = params.numel();
-  const auto wd = static_cast<float>(options_.weight_decay), flr = static_cast<float>(lr);
-  if (options_.kind == Kind::kSgd) {
-    const auto mu = static_cast<float>(options_.momentum);
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] = mu * m[i] + g[i] + wd * p[i];
-      p[i] -= flr * m[i];
-    }
+  if (params.numel() == 0) {  // an empty ZeRO shard
+    if (step_.defined()) step_.fill_(double(steps_));
     return;
   }
-  float* v = v_.data_ptr<float>();
-  const auto b1 = static_cast<float>(options_.beta1), b2 = static_cast<float>(options_.beta2);
-  const double t = static_cast<double>(steps_);
-  const auto c1 = static_cast<float>(1 / (1 - std::pow(options_.beta1, t)));
-  const auto c2 = static_cast<float>(1 / (1 - std::pow(options_.beta2, t)));
-  const auto eps = static_cast<float>(options_.eps);
-  for (int64_t i = 0; i < n; ++i) {  // one pass; vectorises
-    m[i] = b1 * m[i] + (1 - b1) * g[i];
-    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-    p[i] -= flr * (m[i] * c1 / (std::sqrt(v[i] * c2) + eps) + wd * p[i]);
+  if (options_.kind == Kind::kSgd) {
+    at::_fused_sgd_({params}, {grads}, {m_}, options_.weight_decay, options_.momentum, lr,
+                    /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false, first);
+    return;
   }
+  step_.add_(1);  // the kernel reads the step count it bias-corrects with
+  at::_fused_adamw_({params}, {grads}, {m_}, {v_}, /*max_exp_avg_sqs=*/{}, {step_}, lr,
+                    options_.beta1, options_.beta2, options_.weight_decay, options_.eps,
+                    /*amsgrad=*/false, /*maximize=*/false);
 }
 
 std::vector<at::Tensor> DenseOptimizer::state() const {
@@ -128,9 +137,34 @@ SparseOptimizer::SparseOptimizer(const at::Tensor& table, const Options& options
   }
 }
 
+void SparseOptimizer::StepRows(at::Tensor& table, const at::Tensor& ids, const at::Tensor& grads,
+                               double lr) {
+  torch::NoGradGuard no_grad;
+  ++steps_;
+  const at::Tensor id = ids.to(torch::kLong);
+  if (options_.kind == Kind::kRowWiseAdagrad) {
+    acc_.index_add_(0, id, grads.pow(2).mean(1));
+    const auto scale = lr / (acc_.index_select(0, id).sqrt() + options_.eps);
+    table.index_add_(0, id, grads * -scale.unsqueeze(1));
+    return;
+  }
+  const double t = static_cast<double>(steps_);
+  const double c1 = 1 / (1 - std::pow(options_.beta1, t));
+  const double c2 = 1 / (1 - std::pow(options_.beta2, t));
+  const auto m = m_.index_select(0, id).mul_(options_.beta1).add_(grads, 1 - options_.beta1);
+  const auto v = v_.index_select(0, id).mul_(options_.beta2).addcmul_(grads, grads, 1 - options_.beta2);
+  m_.index_copy_(0, id, m);
+  v_.index_copy_(0, id, v);
+  table.index_add_(0, id, (m * c1).div_((v * c2).sqrt_().add_(options_.eps)).mul_(-lr));
+}
+
 void SparseOptimizer::Step(at::Tensor& table, const at::Tensor& ids, const at::Tensor& grads,
                            double lr) {
   CheckFloat(table, "SparseOptimizer table");
+  if (!table.device().is_cpu()) {
+    StepRows(table, ids, grads, lr);
+    return;
+  }
   const at::Tensor g_c = grads.contiguous();
   CheckFloat(g_c, "SparseOptimizer grads");
   const at::Tensor id = ids.to(torch::kLong).contiguous();

@@ -93,9 +93,13 @@ TEST(DenseOptimizer, SgdWithMomentumMatchesTorch) {
   ExpectMatchesTorch({.kind = DenseOptimizer::Kind::kSgd, .weight_decay = 0.01, .momentum = 0.9});
 }
 
+// Both update paths: the CPU loop (Step) and the tensor ops CUDA runs
+// (StepRows), here on CPU tensors.
 TEST(SparseOptimizer, MatchesADenseReferenceOnTouchedRows) {
-  torch::manual_seed(2);
+  for (bool tensor_ops : {false, true}) {
+  torch::manual_seed(2);  // both paths see the same tables and gradients
   for (auto kind : {SparseOptimizer::Kind::kRowWiseAdagrad, SparseOptimizer::Kind::kLazyAdam}) {
+    SCOPED_TRACE(tensor_ops ? "StepRows" : "Step");
     auto table = torch::randn({10, 4});
     auto ref = table.clone();
     SparseOptimizer opt(table, {.kind = kind});
@@ -106,7 +110,11 @@ TEST(SparseOptimizer, MatchesADenseReferenceOnTouchedRows) {
     for (size_t step = 0; step < batches.size(); ++step) {
       const auto ids = torch::tensor(batches[step]);
       const auto grads = torch::randn({ids.size(0), 4});
-      opt.Step(table, ids, grads, lr);
+      if (tensor_ops) {
+        opt.StepRows(table, ids, grads, lr);
+      } else {
+        opt.Step(table, ids, grads, lr);
+      }
       // Reference: the same rule with whole-tensor ops on the touched rows.
       const double t = double(step + 1);
       for (int64_t k = 0; k < ids.size(0); ++k) {
@@ -125,8 +133,10 @@ TEST(SparseOptimizer, MatchesADenseReferenceOnTouchedRows) {
     }
     EXPECT_TRUE(torch::allclose(table, ref, 1e-5, 1e-6));
     EXPECT_TRUE(torch::equal(table[0], ref[0]));  // never touched: unchanged
-    EXPECT_THROW(opt.Step(table, torch::tensor({int64_t{10}}), torch::zeros({1, 4}), lr),
+    EXPECT_THROW(tensor_ops ? opt.StepRows(table, torch::tensor({int64_t{10}}), torch::zeros({1, 4}), lr)
+                            : opt.Step(table, torch::tensor({int64_t{10}}), torch::zeros({1, 4}), lr),
                  std::exception);
+  }
   }
 }
 

@@ -33,7 +33,10 @@
 #include "topspin/pipeline/pipeline.h"
 #include "topspin/pipeline/pipeline_config.h"
 #include "topspin/train/flat_params.h"
+#include "topspin/train/device.h"
 #include "topspin/train/lr_schedule.h"
+#include "train/batch_copier.h"
+#include "train/device_timer.h"
 
 namespace topspin {
 namespace {
@@ -74,28 +77,13 @@ RankerOptions ModelOptions(const Config& config, const Pipeline& p) {
   return o;
 }
 
-// A batch's arrays as tensors over the pooled memory (no copies); the
-// BatchPtr must outlive them.
-struct BatchTensors {
-  torch::Tensor dense, sparse, labels, offsets;
-};
-BatchTensors Wrap(Batch& b) {
-  const auto n = static_cast<int64_t>(b.num_docs);
-  const auto f = static_cast<int64_t>(b.layout().dense_dim);
-  const auto c = static_cast<int64_t>(b.layout().sparse_dim);
-  return {
-      torch::from_blob(b.dense_data(), {n, f}, torch::kFloat),
-      torch::from_blob(b.sparse_data(), {n, c}, torch::kLong),
-      torch::from_blob(b.labels_data(), {n}, torch::kFloat),
-      torch::from_blob(b.offsets_data(), {static_cast<int64_t>(b.num_lists) + 1}, torch::kLong)};
-}
-
 // Sums the row gradients of several micro-batches per unique id.
 RowGrads Coalesce(const std::vector<torch::Tensor>& ids, const std::vector<torch::Tensor>& grads) {
   if (ids.size() == 1) return {ids[0], grads[0]};
   return CoalesceRows(torch::cat(ids), torch::cat(grads));
 }
 
+// `t` must be a host tensor (the trainer copies device state out first).
 SafetensorsTensor View(const std::string& name, const torch::Tensor& t) {
   const auto dtype =
       t.scalar_type() == torch::kLong ? SafetensorsDType::kI64 : SafetensorsDType::kF32;
@@ -106,16 +94,28 @@ SafetensorsTensor View(const std::string& name, const torch::Tensor& t) {
 }
 
 // Adds the wall time of its scope to phases[name], and records it as a
-// span on the trace's track when there is a trace.
+// span on the trace's track when there is a trace. With an enabled
+// DeviceTimer (CUDA) the phase is timed on the GPU instead (the host time
+// of asynchronous launches means little); the trace keeps the host span.
 class PhaseTimer {
  public:
   PhaseTimer(std::map<std::string, double>& phases, const char* name, TraceRecorder* trace,
-             int track)
-      : total_(phases[name]), name_(name), trace_(trace), track_(track), start_(Clock::now()) {}
+             int track, DeviceTimer* device = nullptr)
+      : total_(phases[name]),
+        name_(name),
+        trace_(trace),
+        track_(track),
+        device_(device),
+        span_(device != nullptr ? device->Begin(name) : -1),
+        start_(Clock::now()) {}
   ~PhaseTimer() {
     const auto end = Clock::now();
     const double secs = std::chrono::duration<double>(end - start_).count();
-    total_ += secs;
+    if (span_ >= 0) {
+      device_->End(span_);
+    } else {
+      total_ += secs;
+    }
     if (trace_ != nullptr) trace_->Complete(track_, name_, "phase", trace_->Now() - secs, secs);
   }
   PhaseTimer(const PhaseTimer&) = delete;
@@ -126,51 +126,78 @@ class PhaseTimer {
   const char* name_;
   TraceRecorder* trace_;
   int track_;
+  DeviceTimer* device_;
+  int span_;
   Clock::time_point start_;
 };
 
-// Memory bandwidth (read + write bytes per second) of a 64 MiB copy,
-// pages touched first: the roof for the embedding-row traffic.
-double MeasureCopyBandwidth() {
-  const auto a = torch::ones({int64_t{16} << 20}), b = torch::zeros({int64_t{16} << 20});
+torch::Device TorchDevice(const ComputeDevice& d) {
+  return d.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index))
+                : torch::Device(torch::kCPU);
+}
+
+// Waits for the device's queued work (nothing to wait for on the CPU).
+void Synchronize(const ComputeDevice& d) {
+  if (d.cuda) torch::cuda::synchronize(static_cast<int64_t>(d.index));
+}
+
+// Memory bandwidth (read + write bytes per second) of a 64 MiB copy on the
+// device, pages touched first: the roof for the embedding-row traffic.
+double MeasureCopyBandwidth(const ComputeDevice& device) {
+  const auto o = torch::TensorOptions().device(TorchDevice(device));
+  const auto a = torch::ones({int64_t{16} << 20}, o), b = torch::zeros({int64_t{16} << 20}, o);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
+    Synchronize(device);
     const auto start = Clock::now();
     b.copy_(a);
+    Synchronize(device);
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
     best = std::max(best, 2.0 * double(a.nbytes()) / s);
   }
   return best;
 }
 
-// Dense matmul FLOP/s on this process's LibTorch threads: the peak MFU is
-// measured against (a shape big enough to reach the BLAS's best rate).
-double MeasureMatmulPeak() {
-  const auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+// Dense matmul FLOP/s the peak MFU is measured against: fp32 on the CPU's
+// LibTorch threads (1024^3), on a GPU in the precision the run computes in
+// (bf16 or fp32 with TF32 off, 4096^3, big enough for the tensor cores).
+double MeasureMatmulPeak(const ComputeDevice& device, bool bf16) {
+  const int64_t n = device.cuda ? 4096 : 1024;
+  const auto o = torch::TensorOptions()
+                     .device(TorchDevice(device))
+                     .dtype(device.cuda && bf16 ? torch::kBFloat16 : torch::kFloat);
+  const auto a = torch::randn({n, n}, o), b = torch::randn({n, n}, o);
   (void)torch::mm(a, b);  // warm up
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
+    Synchronize(device);
     const auto start = Clock::now();
     for (int i = 0; i < 4; ++i) (void)torch::mm(a, b);
+    Synchronize(device);
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    best = std::max(best, 4 * 2.0 * 1024 * 1024 * 1024 / s);
+    best = std::max(best, 4 * 2.0 * double(n) * double(n) * double(n) / s);
   }
   return best;
 }
 
-// Forward passes under bf16 autocast (train.precision: bf16): matmuls run
-// in bf16 on fp32 master weights, the scores come back as fp32 for the loss.
+// Forward passes under bf16 autocast (train.precision: bf16) on the
+// compute device: matmuls run in bf16 on fp32 master weights, the scores
+// come back as fp32 for the loss.
 class Precision {
  public:
-  explicit Precision(const Config& config) : bf16_(config.GetString("train.precision") == "bf16") {}
+  Precision(const Config& config, const ComputeDevice& device)
+      : bf16_(config.GetString("train.precision") == "bf16"),
+        type_(device.cuda ? at::kCUDA : at::kCPU) {}
+
+  bool bf16() const { return bf16_; }
 
   template <typename F>
   auto Run(F&& forward) const {
     if (!bf16_) return forward();
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type_, true);
     auto out = forward();
-    at::autocast::set_cpu_enabled(false);
+    at::autocast::set_autocast_enabled(type_, false);
     at::autocast::clear_cache();
     out.scores = out.scores.to(torch::kFloat);
     return out;
@@ -178,6 +205,7 @@ class Precision {
 
  private:
   bool bf16_;
+  at::DeviceType type_;
 };
 
 // The evaluation pipeline over `dataset_key`: every list once, in order,
@@ -192,17 +220,21 @@ std::unique_ptr<Pipeline> EvalPipeline(const Config& config, const std::string& 
       RankingSpecFromConfig(config, dataset_key, std::move(statistics)), o);
 }
 
-// Scores up to `max_batches` batches (0: all) and accumulates the metrics.
+// Scores up to `max_batches` batches (0: all) on `device` and accumulates
+// the metrics (on the host, from the host batch's labels and offsets).
 RankMetricAccumulator Score(Ranker& ranker, Pipeline& pipeline, const Precision& precision,
-                            int64_t max_batches) {
+                            int64_t max_batches, const ComputeDevice& device) {
   torch::NoGradGuard no_grad;
   RankMetricAccumulator acc;
   int64_t n = 0;
+  const torch::Device to = TorchDevice(device);
   while (BatchPtr b = pipeline.Next()) {
-    const BatchTensors t = Wrap(*b);
+    const BatchTensors t = WrapHost(*b);
     const auto scores =
-        precision.Run([&] { return ranker.Forward(t.dense, t.sparse, /*train=*/false); })
-            .scores.contiguous();
+        precision
+            .Run([&] { return ranker.Forward(t.dense.to(to), t.sparse.to(to), /*train=*/false); })
+            .scores.to(torch::kCPU)
+            .contiguous();
     acc.AddBatch({scores.data_ptr<float>(), b->num_docs}, b->labels(), b->offsets());
     if (max_batches > 0 && ++n >= max_batches) break;
   }
@@ -242,7 +274,13 @@ void CopyFromCheckpoint(const SafetensorsFile& file, const std::string& name, to
                     "the checkpoint was written by a different model configuration (model.* or "
                     "pipeline.* differ from the run's config.yaml)");
   }
-  std::memcpy(t.data_ptr(), v->bytes.data() + offset * t.element_size(), t.nbytes());
+  const void* from = v->bytes.data() + offset * t.element_size();
+  if (t.device().is_cpu()) {
+    std::memcpy(t.data_ptr(), from, t.nbytes());
+  } else {  // through the host: checkpoints load on any device
+    torch::NoGradGuard no_grad;
+    t.copy_(torch::from_blob(const_cast<void*>(from), t.sizes(), t.options().device(torch::kCPU)));
+  }
 }
 
 // The name of embedding table c in checkpoints.
@@ -255,9 +293,11 @@ class Trainer {
   Trainer(const Config& config, const RankerTrainOptions& options)
       : config_(config),
         options_(options),
+        device_(ResolveDevice(config.GetString("train.device"), VisibleGpus(),
+                              options.launch.local_rank)),
         schedule_(LrSchedule::From(config)),
         loss_kind_(ParseRankLoss(config.GetString("model.loss"))),
-        precision_(config),
+        precision_(config, device_),
         store_(options.run_dir / "checkpoints",
                {.keep_last = static_cast<size_t>(config.GetInt("train.keep_checkpoints"))}) {
     KeepHeapMemory();     // reuse each step's temporaries instead of re-faulting them
@@ -265,7 +305,20 @@ class Trainer {
     const int64_t threads = config.GetInt("train.torch_threads");
     if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
     const LaunchEnv& env = options.launch;
-    if (env.world_size > 1) comm_ = Comm::Connect(env, options.rendezvous);
+    UseDevice(device_);
+    device_timer_ = std::make_unique<DeviceTimer>(device_);
+    copier_ = std::make_unique<BatchCopier>(device_);
+    if (env.world_size > 1) {
+      if (device_.cuda && config.GetString("dist.backend") == "gloo") {
+        throw ConfigError("dist.backend gloo cannot sum the gradients of a GPU run",
+                          ErrorWhere{.field = "dist.backend"},
+                          "use dist.backend auto (NCCL on GPUs), or train.device cpu");
+      }
+      RendezvousOptions rendezvous = options.rendezvous;
+      rendezvous.backend = config.GetString("dist.backend");
+      rendezvous.cuda_device = device_.index;
+      comm_ = Comm::Connect(env, rendezvous);
+    }
     trace_ = options.trace;
     if (trace_) {
       step_track_ = trace_->Track(fmt::format("rank {} steps", env.rank));
@@ -275,20 +328,28 @@ class Trainer {
       peak_flops_ = options.peak_tflops * 1e12;
       peak_source_ = "given";
     } else if (options.measure_peak) {
-      peak_bytes_per_s_ = MeasureCopyBandwidth();
-      peak_flops_ = MeasureMatmulPeak();
-      peak_source_ = fmt::format("measured: 1024^3 fp32 matmul on {} threads",
-                                 torch::get_num_threads());
+      peak_bytes_per_s_ = MeasureCopyBandwidth(device_);
+      peak_flops_ = MeasureMatmulPeak(device_, precision_.bf16());
+      peak_source_ = device_.cuda
+                         ? fmt::format("measured: 4096^3 {} matmul on {}",
+                                       precision_.bf16() ? "bf16" : "fp32", device_.Name())
+                         : fmt::format("measured: 1024^3 fp32 matmul on {} threads",
+                                       torch::get_num_threads());
     }
     PipelineState start;
     std::optional<Checkpoint> ckpt = FindCheckpoint();
     if (ckpt) start = PipelineStateOf(*ckpt);
     PipelineOptions popt = PipelineOptionsFromConfig(config, env.rank, env.world_size);
     popt.trace = options.trace;
+    // Page-locked batch buffers: the host-to-device copies run async.
+    if (device_.cuda && config.GetBool("pipeline.pinned_memory")) popt.allocator = PinnedAllocator();
     train_ = std::make_unique<Pipeline>(RankingSpecFromConfig(config, "data.train"), popt, start);
     statistics_ =
         std::make_shared<const Manifest>(Manifest::Load(config.GetString("data.train")));
     ranker_ = std::make_unique<Ranker>(ModelOptions(config, *train_));
+    // Initialised on the host (the same values on any device), then moved:
+    // the flat buffers, optimizer state and embedding rows live there.
+    ranker_->To(TorchDevice(device_));
     // ZeRO-1: each rank keeps the optimizer state of one contiguous shard
     // of the flat buffer, updates that shard and all-gathers the rest.
     // ZeRO-2: and only that shard of the summed gradient (GradBuckets).
@@ -307,7 +368,8 @@ class Trainer {
             .beta1 = optim.beta1,
             .beta2 = optim.beta2,
             .weight_decay = optim.weight_decay,
-            .momentum = optim.momentum});
+            .momentum = optim.momentum},
+        flat_->params().options());
     const auto sparse_kind = config.GetString("optim.sparse") == "lazy_adam"
                                  ? SparseOptimizer::Kind::kLazyAdam
                                  : SparseOptimizer::Kind::kRowWiseAdagrad;
@@ -372,6 +434,7 @@ class Trainer {
       progress.Update(static_cast<uint64_t>(step_));
       if (step_ % log_every == 0 || step_ == steps) {
         PhaseTimer timer(result_.phase_s, "log", trace_, track_);
+        device_timer_->Collect(result_.phase_s, /*wait=*/true);  // CUDA: the window's GPU phases
         const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
         result_.last_loss = window_loss / double(window_steps);
         MetricValues record = {{"loss", result_.last_loss},
@@ -398,6 +461,7 @@ class Trainer {
       if ((ckpt_every > 0 && step_ % ckpt_every == 0) || last) CheckpointAllRanks();
     }
     progress.Finish();
+    device_timer_->Collect(result_.phase_s, /*wait=*/true);
     sinks_.Flush();
     result_.step = step_;
     result_.dense_params = flat_->numel();
@@ -497,10 +561,47 @@ class Trainer {
     return bytes;
   }
 
+  // The next micro-batch on the compute device. On CUDA the copies run
+  // one batch ahead: this batch's copy was launched during the previous
+  // micro-batch, and the next one's is launched now, before this one
+  // computes.
+  DeviceBatch NextBatch() {
+    const auto fetch = [&] {
+      BatchPtr b;
+      {
+        PhaseTimer timer(result_.phase_s, "data_wait", trace_, track_);
+        b = train_->Next();
+      }
+      return copier_->Copy(std::move(b));
+    };
+    if (!device_.cuda) return fetch();
+    if (!ahead_) ahead_ = fetch();
+    DeviceBatch batch = std::move(*ahead_);
+    ahead_ = fetch();
+    copier_->Use(batch, *device_timer_);
+    return batch;
+  }
+
+  // Where the loader resumes: the batch copied ahead has not been trained on.
+  PipelineState LoaderState() const {
+    PipelineState ps = train_->state();
+    if (ahead_) {
+      ps.epoch = ahead_->epoch;
+      ps.next_batch = ahead_->index;
+    }
+    return ps;
+  }
+
   // One optimizer step; returns (loss, documents) of the global batch.
+  //
+  // Host synchronisation: one read-back of [loss sum, squared gradient
+  // norm, non-finite count] per step (on the CPU, free). With several
+  // ranks the loss sum is read as the last backward starts, because the
+  // step's totals travel (over Gloo) during it.
   std::pair<double, int64_t> Step() {
     const int64_t accum = config_.GetInt("optim.grad_accum");
     const size_t tables = ranker_->tables().size();
+    DeviceTimer* gpu = device_timer_.get();
     // Declared first: freeing the step's row gradients counts as optimizer.
     std::optional<PhaseTimer> optimizer;
     std::vector<std::vector<torch::Tensor>> ids(tables), grads(tables);
@@ -511,6 +612,7 @@ class Trainer {
     auto totals = torch::zeros({4 + world}, torch::kDouble);
     auto* total = totals.data_ptr<double>();
     CommWork totals_work;
+    torch::Tensor loss_sum;  // on the device, summed over micro-batches
     auto& phase = result_.phase_s;
     // Sync is the time blocked on collectives, exactly: the exchange's own
     // work (packing and summing rows, staging) is the update's preparation.
@@ -524,27 +626,24 @@ class Trainer {
       phase["optimizer"] += moved;
     };
     for (int64_t a = 0; a < accum; ++a) {
-      BatchPtr batch;
-      {
-        PhaseTimer timer(phase, "data_wait", trace_, track_);
-        batch = train_->Next();
-      }
+      DeviceBatch batch = NextBatch();
       // Declared first, so freeing this micro-batch's graph and activations
       // (at the end of the iteration) counts as backward.
       std::optional<PhaseTimer> backward;
-      const BatchTensors t = Wrap(*batch);
-      std::optional<PhaseTimer> forward(std::in_place, phase, "forward", trace_, track_);
+      const BatchTensors& t = batch.t;
+      std::optional<PhaseTimer> forward(std::in_place, phase, "forward", trace_, track_, gpu);
       const Ranker::Output out =
           precision_.Run([&] { return ranker_->Forward(t.dense, t.sparse, /*train=*/true); });
       // Backward of the loss sum; the gradients are divided by the global
       // count of loss terms once every rank's are summed.
       const RankLossTerms terms = RankingLossTerms(loss_kind_, out.scores, t.labels, t.offsets);
       forward.reset();
-      total[0] += terms.sum.item<double>();
+      loss_sum = loss_sum.defined() ? loss_sum + terms.sum.detach() : terms.sum.detach();
       total[1] += double(terms.count);
-      total[2] += double(batch->num_docs);
+      total[2] += double(batch.num_docs);
       const bool last = a + 1 == accum;
       if (comm_ && last) {
+        total[0] = loss_sum.item<double>();
         total[3] = options_.stop_requested && options_.stop_requested() ? 1 : 0;
         std::vector<int64_t> unique(tables);
         for (size_t c = 0; c < tables; ++c) {
@@ -557,7 +656,7 @@ class Trainer {
         totals_work = comm_->AllReduceSumAsync(totals);
         buckets_->Arm();
       }
-      backward.emplace(phase, "backward", trace_, track_);
+      backward.emplace(phase, "backward", trace_, track_, gpu);
       terms.sum.backward();
       for (size_t c = 0; c < tables; ++c) {
         ids[c].push_back(out.unique_ids[c]);
@@ -580,31 +679,35 @@ class Trainer {
     }
     stop_ = total[3] > 0;
     const double terms_total = std::max(1.0, total[1]);
-    const double loss = total[0] / terms_total;
     const auto docs = static_cast<int64_t>(total[2]);
-    optimizer.emplace(phase, "optimizer", trace_, track_);
+    optimizer.emplace(phase, "optimizer", trace_, track_, gpu);
     // This rank's part of the dense gradient: all of it, or with ZeRO-2 the
     // shard it owns (and the others' squares and finiteness are summed in).
     at::Tensor dense = zero_ >= 2 ? buckets_->shard_grads() : flat_->grads();
     dense.div_(terms_total);
-    bool finite = std::isfinite(loss);
-    double sq = 0;
-    if (zero_ >= 2) {
-      auto part = torch::tensor({dense.pow(2).sum().item<double>(),
-                                 dense.isfinite().all().item<bool>() ? 0.0 : 1.0},
-                                torch::kDouble);
-      comm_->AllReduceSum(part);
-      sq = part[0].item<double>();
-      finite = finite && part[1].item<double>() == 0;
-    } else {
-      finite = finite && dense.isfinite().all().item<bool>();
-      sq = dense.pow(2).sum().item<double>();
-    }
+    // [squared norm, non-finite elements], in double on the device: of this
+    // rank's dense gradient, and of the (already summed) rows.
+    const auto health = [](const at::Tensor& g) {
+      return torch::stack({g.pow(2).sum(torch::kDouble),
+                           g.isfinite().logical_not().sum().to(torch::kDouble)});
+    };
+    at::Tensor dense_health = health(dense);
+    at::Tensor rows_health = torch::zeros({2}, dense_health.options());
     for (auto& r : rows) {
       r.grads.div_(terms_total);
-      finite = finite && r.grads.isfinite().all().item<bool>();
-      sq += r.grads.pow(2).sum().item<double>();
+      rows_health += health(r.grads);
     }
+    // ZeRO-2: the shards' parts summed over ranks (on the device's group).
+    if (zero_ >= 2) comm_->AllReduceSum(dense_health);
+    // The one read-back of the step: [squared norm, non-finite, loss sum].
+    const auto host = torch::cat({dense_health + rows_health,
+                                  loss_sum.to(torch::kDouble).reshape({1})})
+                          .to(torch::kCPU)
+                          .contiguous();
+    const double sq = host.data_ptr<double>()[0], bad = host.data_ptr<double>()[1];
+    if (!comm_) total[0] = host.data_ptr<double>()[2];
+    const double loss = total[0] / terms_total;
+    const bool finite = std::isfinite(loss) && bad == 0 && std::isfinite(sq);
     if (!finite) {
       ++result_.skipped_steps;
       if (++bad_in_a_row_ >= config_.GetInt("train.max_bad_steps")) {
@@ -648,7 +751,7 @@ class Trainer {
     PhaseTimer timer(result_.phase_s, "eval", trace_, track_);
     const auto valid = EvalPipeline(config_, "data.valid", statistics_);
     const RankMetricAccumulator acc =
-        Score(*ranker_, *valid, precision_, config_.GetInt("train.eval_batches"));
+        Score(*ranker_, *valid, precision_, config_.GetInt("train.eval_batches"), device_);
     result_.valid_ndcg10 = acc.ndcg(10);
     std::map<std::string, double> record;
     for (const auto& [name, value] : MetricsOf(acc)) record["valid/" + name] = value;
@@ -683,7 +786,9 @@ class Trainer {
         if (name.starts_with("dense.opt")) t = torch::cat(comm_->AllGatherRows(t));
       }
     }
-    if (leader()) SaveCheckpoint(state);
+    if (!leader()) return;
+    for (auto& [name, t] : state) t = t.to(torch::kCPU).contiguous();  // device state out
+    SaveCheckpoint(state);
   }
 
   void SaveCheckpoint(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
@@ -706,7 +811,7 @@ class Trainer {
     // The training data's statistics: `topspin eval` transforms any dataset
     // exactly as training did, without the training data.
     w.AddFile(kStatisticsFile, statistics_->ToJson());
-    const PipelineState ps = train_->state();
+    const PipelineState ps = LoaderState();
     nlohmann::json meta{
         {"step", step_},
         {"config_hash", config_.Hash()},
@@ -765,6 +870,7 @@ class Trainer {
 
   const Config& config_;
   RankerTrainOptions options_;
+  ComputeDevice device_;  // train.device, resolved
   LrSchedule schedule_;
   RankLoss loss_kind_;
   Precision precision_;
@@ -775,6 +881,9 @@ class Trainer {
   std::unique_ptr<FlatParams> flat_;
   std::unique_ptr<DenseOptimizer> dense_opt_;
   std::vector<SparseOptimizer> sparse_opts_;
+  std::unique_ptr<DeviceTimer> device_timer_;  // phases on the GPU (CUDA only)
+  std::unique_ptr<BatchCopier> copier_;
+  std::optional<DeviceBatch> ahead_;  // CUDA: the next batch, its copy in flight
   std::unique_ptr<Comm> comm_;  // several ranks only
   std::unique_ptr<GradBuckets> buckets_;
   int zero_ = 0;                                // dist.zero with several ranks, else 0
@@ -802,7 +911,7 @@ std::string DescribePhases(const RankerTrainResult& r) {
   for (const auto& [name, s] : r.phase_s) total += s;
   std::string out;
   for (const char* name :
-       {"data_wait", "forward", "backward", "sync", "optimizer", "log", "eval", "checkpoint"}) {
+       {"data_wait", "h2d", "forward", "backward", "sync", "optimizer", "log", "eval", "checkpoint"}) {
     const auto it = r.phase_s.find(name);
     if (it == r.phase_s.end()) continue;
     std::string label(name);
@@ -842,7 +951,10 @@ RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint
   const auto statistics = std::make_shared<const Manifest>(Manifest::FromJson(
       ReadFile(ckpt.FilePath(kStatisticsFile)), ckpt.FilePath(kStatisticsFile).string()));
   const auto pipeline = EvalPipeline(config, dataset_key, statistics);
+  const ComputeDevice device = ResolveDevice(config.GetString("train.device"), VisibleGpus(), 0);
+  UseDevice(device);
   Ranker ranker(ModelOptions(config, *pipeline));
+  ranker.To(TorchDevice(device));
   FlatParams flat(ranker.dense_module());
   std::vector<std::pair<std::string, torch::Tensor>> tensors = {{kDenseParams, flat.params()}};
   for (size_t c = 0; c < ranker.tables().size(); ++c) {
@@ -850,7 +962,7 @@ RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint
   }
   const SafetensorsFile file = SafetensorsFile::Open(ckpt.FilePath("model.safetensors"));
   for (auto& [name, t] : tensors) CopyFromCheckpoint(file, name, t);
-  const RankMetricAccumulator acc = Score(ranker, *pipeline, Precision(config), 0);
+  const RankMetricAccumulator acc = Score(ranker, *pipeline, Precision(config, device), 0, device);
   RankerEvalResult r;
   r.checkpoint = ckpt.dir;
   r.step = static_cast<int64_t>(ckpt.step);

@@ -1,5 +1,9 @@
 // The process group of a data-parallel job: rendezvous and the collectives
-// the trainer uses, over c10d (ProcessGroupGloo on CPU).
+// the trainer uses, over c10d. Host tensors travel over ProcessGroupGloo;
+// CUDA tensors over ProcessGroupNCCL when the rank computes on a GPU
+// (CommOptions::cuda_device >= 0 and backend auto or nccl). Each collective
+// picks the group by its tensor's device, so the trainer's small host-side
+// totals and its device-side gradients share one Comm.
 //
 // Rendezvous (Comm::Connect):
 //   - one host, launched by `topspin train --nproc N`: a FileStore at
@@ -29,6 +33,9 @@
 namespace topspin {
 
 using CommOptions = RendezvousOptions;
+
+// The NCCL LibTorch was built with, e.g. "2.28.9"; "" without NCCL.
+std::string NcclVersion();
 
 // An in-flight collective. Wait() blocks until it completes (Error{kDist}
 // on failure or timeout); destroying an unwaited Work waits.
@@ -61,17 +68,22 @@ class Comm {
 
   int rank() const;
   int world_size() const;
+  // "gloo" or "nccl": the group that carries this rank's CUDA tensors
+  // ("gloo" also when the rank computes on the CPU).
+  const char* device_backend() const;
   // Seconds this rank has spent blocked waiting for collectives (waits and
   // synchronous collectives): what the profiler calls sync.
   double blocked_seconds() const;
 
-  // Sums `t` (contiguous, CPU) over ranks in place; every rank gets the same
-  // bits. Started now, finished by Wait().
+  // Sums `t` (contiguous, host or this rank's CUDA device) over ranks in
+  // place; every rank gets the same bits. Started now, finished by Wait()
+  // (for a CUDA tensor Wait() orders the current stream after it).
   CommWork AllReduceSumAsync(at::Tensor t);
   void AllReduceSum(at::Tensor t) { AllReduceSumAsync(std::move(t)).Wait(); }
-  // Sums `t` (contiguous, CPU) over ranks into root's `t`; the other ranks'
-  // `t` is scratch afterwards. The pieces of a reduce-scatter (ZeRO-2).
-  CommWork ReduceSumAsync(at::Tensor t, int root);
+  // Reduce-scatter: pieces[r] (world tensors, contiguous, the same dtype
+  // and device; sizes may differ between r, even be 0) is summed over ranks
+  // into rank r's `out` (pieces[rank()]'s shape). ZeRO-2 and ZeRO-3.
+  CommWork ReduceScatterSumAsync(std::vector<at::Tensor> pieces, at::Tensor out);
   // Every rank's `t` in rank order. Sizes along dim 0 may differ between
   // ranks (other dims and dtype must agree): rows are exchanged padded to
   // the largest, then trimmed.

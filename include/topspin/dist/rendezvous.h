@@ -17,6 +17,12 @@ struct RendezvousOptions {
   // The job token every rank must prove when the job spans hosts
   // (TOPSPIN_JOB_TOKEN or dist.token_file).
   std::string token;
+  // Which c10d backend sums device (CUDA) tensors: "auto" or "nccl" gives
+  // NCCL when `cuda_device` >= 0, "gloo" refuses CUDA tensors. Host tensors
+  // always travel over Gloo (dist.backend).
+  std::string backend = "auto";
+  // The CUDA device this rank computes on (its local rank), or -1 on CPU.
+  int cuda_device = -1;
 };
 
 }  // namespace topspin

@@ -6,9 +6,8 @@
 //   tokens [B, T] -> wte + wpe -> L x (x += attn(ln1 x); x += mlp(ln2 x))
 //                 -> ln_f -> logits [B, T, vocab]
 //
-// Attention is causal multi-head attention written with matmuls and a mask:
-// LibTorch 1.13 has no scaled_dot_product_attention, so there is no flash
-// kernel to call. Initialisation follows GPT-2: normal(0, 0.02) weights,
+// Attention is causal multi-head scaled_dot_product_attention (flash or
+// memory-efficient kernels on CUDA, a fused kernel on the CPU). Initialisation follows GPT-2: normal(0, 0.02) weights,
 // zero biases, and the residual projections scaled by 1 / sqrt(2 L).
 // Every parameter is dense, so all of them go into FlatParams.
 #pragma once

@@ -59,6 +59,9 @@ class Ranker {
   // train: rows require grad (for the sparse update); eval: no autograd.
   Output Forward(const at::Tensor& dense, const at::Tensor& sparse, bool train) const;
 
+  // Moves the dense module and the tables to `device` (before FlatParams
+  // takes the parameters).
+  void To(const c10::Device& device);
   torch::nn::Module& dense_module();
   std::vector<at::Tensor>& tables();
   const std::vector<at::Tensor>& tables() const;

@@ -67,10 +67,12 @@ class FlatParams {
   at::Tensor params_, grads_;
 };
 
-// AdamW or SGD with momentum over the flat buffers in one pass.
-//   adamw  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
-//          p -= lr (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd p)
-//   sgd    buf = momentum buf + g + wd p;  p -= lr buf
+// AdamW or SGD with momentum over the flat buffers, one fused LibTorch
+// kernel per step (at::_fused_adamw_ / at::_fused_sgd_, on CPU and CUDA):
+//   adamw  p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//          p -= lr m / (1 - b1^t) / (sqrt(v) / sqrt(1 - b2^t) + eps)
+//   sgd    buf = momentum buf + g + wd p (buf = g + wd p at t = 1);  p -= lr buf
+// The state lives on the device of the buffers it is made for.
 class DenseOptimizer {
  public:
   enum class Kind { kAdamW, kSgd };
@@ -78,7 +80,8 @@ class DenseOptimizer {
     Kind kind = Kind::kAdamW;
     double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, momentum = 0.9;
   };
-  DenseOptimizer(int64_t numel, const Options& options);
+  // `like`: the dtype and device of the state (float32, the flat buffer's).
+  DenseOptimizer(int64_t numel, const Options& options, const at::TensorOptions& like = {});
 
   // One step at learning rate lr: updates params from grads in place.
   void Step(at::Tensor& params, const at::Tensor& grads, double lr);
@@ -86,12 +89,13 @@ class DenseOptimizer {
   // The live state tensors, for checkpoints: {m, v} (adamw) or {buf} (sgd).
   // A checkpoint load copies into them, then sets the step count.
   std::vector<at::Tensor> state() const;
-  void set_steps(int64_t steps) { steps_ = steps; }
+  void set_steps(int64_t steps);
 
  private:
   Options options_;
   int64_t steps_ = 0;
   at::Tensor m_, v_;  // adamw moments, or m_ = sgd momentum buffer
+  at::Tensor step_;   // adamw: the step count as the fused kernel keeps it ([] float32)
 };
 
 // Row-wise updates of an embedding table [S, E] for the rows a batch
@@ -106,9 +110,15 @@ class SparseOptimizer {
     Kind kind = Kind::kRowWiseAdagrad;
     double eps = 1e-8, beta1 = 0.9, beta2 = 0.999, initial_accumulator = 0.0;
   };
+  // The state lives on the table's device. On the CPU the update is one
+  // loop over the touched rows; on CUDA it is gathered, updated and
+  // scattered back with tensor ops (StepRows), no host round trip.
   SparseOptimizer(const at::Tensor& table, const Options& options);
 
   void Step(at::Tensor& table, const at::Tensor& ids, const at::Tensor& grads, double lr);
+  // The same update with tensor ops on any device (what Step runs on CUDA);
+  // public so the CPU tests check it against the loop.
+  void StepRows(at::Tensor& table, const at::Tensor& ids, const at::Tensor& grads, double lr);
   // The live state tensors ({acc} or {m, v}); see DenseOptimizer::state().
   std::vector<at::Tensor> state() const;
   void set_steps(int64_t steps) { steps_ = steps; }

@@ -1,0 +1,127 @@
+#include "train/batch_copier.h"
+
+#ifdef TOPSPIN_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <deque>
+#include <optional>
+
+#include "topspin/core/error.h"
+
+namespace topspin {
+
+BatchTensors WrapHost(Batch& b) {
+  const auto n = static_cast<int64_t>(b.num_docs);
+  const auto f = static_cast<int64_t>(b.layout().dense_dim);
+  const auto c = static_cast<int64_t>(b.layout().sparse_dim);
+  return {
+      torch::from_blob(b.dense_data(), {n, f}, torch::kFloat),
+      torch::from_blob(b.sparse_data(), {n, c}, torch::kLong),
+      torch::from_blob(b.labels_data(), {n}, torch::kFloat),
+      torch::from_blob(b.offsets_data(), {static_cast<int64_t>(b.num_lists) + 1}, torch::kLong)};
+}
+
+#ifdef TOPSPIN_WITH_CUDA
+struct BatchCopier::Impl {
+  ComputeDevice device;
+  std::optional<c10::cuda::CUDAStream> copy_stream;
+  // A host batch until its copy has completed.
+  struct Parked {
+    BatchPtr batch;
+    std::shared_ptr<at::cuda::CUDAEvent> copied;
+  };
+  ReleaseQueue<Parked> parked;
+  // Copies launched and not yet used, by ticket.
+  std::deque<std::pair<int64_t, std::shared_ptr<at::cuda::CUDAEvent>>> launched;
+  int64_t next_ticket = 0;
+
+  DeviceBatch Copy(BatchPtr batch) {
+    DeviceBatch out;
+    out.num_docs = batch->num_docs;
+    out.num_lists = batch->num_lists;
+    out.epoch = batch->epoch;
+    out.index = batch->index;
+    out.ticket = next_ticket++;
+    const BatchTensors host = WrapHost(*batch);
+    auto copied = std::make_shared<at::cuda::CUDAEvent>(cudaEventDisableTiming);
+    {
+      c10::cuda::CUDAStreamGuard guard(*copy_stream);
+      const torch::Device to(torch::kCUDA, static_cast<c10::DeviceIndex>(device.index));
+      out.t = {host.dense.to(to, /*non_blocking=*/true), host.sparse.to(to, true),
+               host.labels.to(to, true), host.offsets.to(to, true)};
+      copied->record(*copy_stream);
+    }
+    launched.emplace_back(out.ticket, copied);
+    parked.Push(Parked{std::move(batch), copied}, [copied] { return copied->query(); },
+                [copied] { copied->synchronize(); });
+    parked.Poll();
+    return out;
+  }
+
+  void Use(DeviceBatch& b, DeviceTimer& timer) {
+    while (!launched.empty() && launched.front().first < b.ticket) launched.pop_front();
+    if (launched.empty() || launched.front().first != b.ticket) {
+      throw InternalError("BatchCopier::Use: a batch this copier did not copy, or used twice");
+    }
+    const auto compute =
+        c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device.index));
+    const int span = timer.Begin("h2d");
+    launched.front().second->block(compute);  // the GPU waits, the host does not
+    timer.End(span);
+    launched.pop_front();
+    for (auto* t : {&b.t.dense, &b.t.sparse, &b.t.labels, &b.t.offsets}) t->record_stream(compute);
+  }
+};
+#else
+struct BatchCopier::Impl {
+  ComputeDevice device;
+  struct Parked {};
+  ReleaseQueue<Parked> parked;
+  DeviceBatch Copy(BatchPtr) { throw InternalError("BatchCopier: CUDA in a build without CUDA"); }
+  void Use(DeviceBatch&, DeviceTimer&) {}
+};
+#endif
+
+BatchCopier::BatchCopier(const ComputeDevice& device) : impl_(std::make_unique<Impl>()) {
+  impl_->device = device;
+#ifdef TOPSPIN_WITH_CUDA
+  if (device.cuda) {
+    impl_->copy_stream =
+        c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(device.index));
+  }
+#endif
+}
+
+BatchCopier::~BatchCopier() {
+  try {
+    impl_->parked.Drain();
+  } catch (const std::exception&) {
+    // A failed copy was reported by the step that used it.
+  }
+}
+
+DeviceBatch BatchCopier::Copy(BatchPtr batch) {
+  if (!batch) throw InternalError("BatchCopier::Copy: no batch");
+  if (!impl_->device.cuda) {
+    DeviceBatch out;
+    out.t = WrapHost(*batch);
+    out.num_docs = batch->num_docs;
+    out.num_lists = batch->num_lists;
+    out.epoch = batch->epoch;
+    out.index = batch->index;
+    out.host = std::move(batch);
+    return out;
+  }
+  return impl_->Copy(std::move(batch));
+}
+
+void BatchCopier::Use(DeviceBatch& batch, DeviceTimer& timer) {
+  if (impl_->device.cuda) impl_->Use(batch, timer);
+}
+
+size_t BatchCopier::InFlight() { return impl_->parked.Poll(); }
+
+}  // namespace topspin
