@@ -62,6 +62,11 @@ function(topspin_add_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
     PROPERTIES ENVIRONMENT "TOPSPIN_TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp")
+  # The interpreter tests that run Python use unless TOPSPIN_PYTHON says
+  # otherwise: the venv's (torch, tensorboard), else python3.
+  if(TOPSPIN_TORCH_PYTHON)
+    target_compile_definitions(${name} PRIVATE TOPSPIN_TEST_PYTHON="${TOPSPIN_TORCH_PYTHON}")
+  endif()
 endfunction()
 
 # topspin_find_venv_torch()

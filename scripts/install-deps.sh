@@ -24,6 +24,9 @@ torch_pin="torch==2.11.0"
 # cuda-toolkit==13.0.2 pins) go into the venv. Unpinned, pip would pick 13.5.
 nvcc_pins=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88
            nvidia-cuda-cccl==13.0.85)
+# The test that reads topspin's TensorBoard event files with TensorBoard's
+# own reader (src/perf/metrics_sink_test.cc).
+test_pips=(tensorboard)
 # Peers measured by `topspin bench` in the same run, on the same torch.
 bench_pips=(numpy pandas xgboost)
 
@@ -62,7 +65,7 @@ have_nvcc() { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]
 
 # What the venv lacks, as pip requirements.
 venv_missing() {
-  local want=("$torch_pin")
+  local want=("$torch_pin" "${test_pips[@]}")
   have_nvcc || want+=("${nvcc_pins[@]}")
   [ $bench -eq 0 ] || want+=("${bench_pips[@]}")
   if [ ! -x "$venv/bin/python" ]; then

@@ -358,8 +358,11 @@ TEST(TensorBoard, UnwritableDirectoryIsAnIoError) {
 
 // TensorBoard itself, when this machine's Python has it.
 TEST(TensorBoard, TensorBoardPackageReadsTheFile) {
+#ifndef TOPSPIN_TEST_PYTHON
+#define TOPSPIN_TEST_PYTHON "python3"
+#endif
   const char* env = std::getenv("TOPSPIN_PYTHON");
-  const std::string python = env != nullptr ? env : "python3";
+  const std::string python = env != nullptr ? env : TOPSPIN_TEST_PYTHON;
   if (std::system((python + " -c 'import tensorboard' >/dev/null 2>&1").c_str()) != 0) {
     GTEST_SKIP() << "the tensorboard Python package is not installed for " << python
                  << " (set TOPSPIN_PYTHON to a python that has it)";
