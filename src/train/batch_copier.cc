@@ -24,6 +24,20 @@ BatchTensors WrapHost(Batch& b) {
       torch::from_blob(b.offsets_data(), {static_cast<int64_t>(b.num_lists) + 1}, torch::kLong)};
 }
 
+namespace {
+
+// A DeviceBatch with `b`'s sizes and place in the order, no tensors yet.
+DeviceBatch Describe(const Batch& b) {
+  DeviceBatch out;
+  out.num_docs = b.num_docs;
+  out.num_lists = b.num_lists;
+  out.epoch = b.epoch;
+  out.index = b.index;
+  return out;
+}
+
+}  // namespace
+
 #ifdef TOPSPIN_WITH_CUDA
 struct BatchCopier::Impl {
   ComputeDevice device;
@@ -39,11 +53,7 @@ struct BatchCopier::Impl {
   int64_t next_ticket = 0;
 
   DeviceBatch Copy(BatchPtr batch) {
-    DeviceBatch out;
-    out.num_docs = batch->num_docs;
-    out.num_lists = batch->num_lists;
-    out.epoch = batch->epoch;
-    out.index = batch->index;
+    DeviceBatch out = Describe(*batch);
     out.ticket = next_ticket++;
     const BatchTensors host = WrapHost(*batch);
     auto copied = std::make_shared<at::cuda::CUDAEvent>(cudaEventDisableTiming);
@@ -106,12 +116,8 @@ BatchCopier::~BatchCopier() {
 DeviceBatch BatchCopier::Copy(BatchPtr batch) {
   if (!batch) throw InternalError("BatchCopier::Copy: no batch");
   if (!impl_->device.cuda) {
-    DeviceBatch out;
+    DeviceBatch out = Describe(*batch);
     out.t = WrapHost(*batch);
-    out.num_docs = batch->num_docs;
-    out.num_lists = batch->num_lists;
-    out.epoch = batch->epoch;
-    out.index = batch->index;
     out.host = std::move(batch);
     return out;
   }
