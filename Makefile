@@ -3,6 +3,7 @@
 #
 #   make          release build into build/
 #   make test     build, then every test (ctest); non-zero exit on any failure
+#   make build-notorch  the CLI without LibTorch (CI builds it too)
 #   make demo     the main job on the embedded default config
 #   make bench    the named benchmarks, each against its peer in the same run
 #   make asan     AddressSanitizer + UBSan build and tests of the modules without LibTorch,
@@ -18,7 +19,7 @@ FUZZ_SECONDS ?= 30
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all build deps deps-bench deps-dev deps-fuzz test demo bench asan tsan fuzz format tidy clean
+.PHONY: all build build-notorch deps deps-bench deps-dev deps-fuzz test demo bench asan tsan fuzz format tidy clean
 
 all: build
 
@@ -42,6 +43,16 @@ build: deps $(BUILD_DIR)/build.ninja
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The CLI without LibTorch (what make asan, tsan and fuzz configure): CI
+# builds it so the torch-free configuration cannot stop compiling.
+NOTORCH_DIR ?= build-notorch
+$(NOTORCH_DIR)/build.ninja: | deps
+	cmake -S . -B $(NOTORCH_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOPSPIN_WITH_TORCH=OFF \
+	  $(CMAKE_ARGS)
+
+build-notorch: deps $(NOTORCH_DIR)/build.ninja
+	cmake --build $(NOTORCH_DIR) -j $(JOBS) --target topspin
 
 demo: build
 	$(BUILD_DIR)/topspin demo
@@ -92,4 +103,4 @@ tidy: deps-dev build
 	clang-tidy -p $(BUILD_DIR) --quiet $$(git ls-files 'src/*.cc' | grep -v '_test.cc$$')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(NOTORCH_DIR)

@@ -60,7 +60,10 @@ function(topspin_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+  # Listing a test binary loads LibTorch's ~1 GB of libraries: from a cold
+  # page cache on a busy 2-core machine that takes longer than the 5 s
+  # default.
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120
     PROPERTIES ENVIRONMENT "TOPSPIN_TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp")
   # The interpreter tests that run Python use unless TOPSPIN_PYTHON says
   # otherwise: the venv's (torch, tensorboard), else python3.

@@ -33,6 +33,8 @@ expect 2 "bogus" -- "$bin" version --bogus
 expect 2 "log-level" -- "$bin" --log-level loud version
 expect 0 "libtorch" -- "$bin" version
 
+# config check refuses what training would: layer widths are checked on load.
+expect 2 '"model.top": "abc" is not a layer width' -- "$bin" config check --set model.top=64,abc
 # A typo in a config: exit 2, the message names the key, line and intended key.
 printf 'run:\n  seed: 3\npipeline:\n  threads: 2\n  prefetc: 8\n' >"$tmp/typo.yaml"
 expect 2 "typo.yaml:5:3: \"pipeline.prefetc\": unknown key; hint: did you mean \"pipeline.prefetch\"\?" \
@@ -82,6 +84,14 @@ expect 0 "rows" -- "$bin" inspect "$tmp/ds"
 expect 0 "" -- "$bin" inspect "$tmp/ds" --verify
 expect 2 "exists" -- "$bin" convert "$csv" --format csv --out "$tmp/ds"
 expect 2 "csvv not in" -- "$bin" convert "$csv" --format csvv --out "$tmp/ds2"
+# Infinite values are valid floats: counted, left out of the statistics.
+printf 'qid,label,f1\n1,1,-inf\n1,0,inf\n1,0,1\n' > "$tmp/inf.csv"
+expect 0 "" -- "$bin" convert "$tmp/inf.csv" --label label --group qid --out "$tmp/inf"
+expect 0 '"infinite": 2' -- "$bin" inspect "$tmp/inf" --json
+printf '1 qid:1 1:-inf 2:3\n0 qid:1 1:inf 2:1\n' > "$tmp/inf.letor"
+expect 0 "" -- "$bin" convert "$tmp/inf.letor" --format letor --out "$tmp/inf-letor"
+# LETOR's label and qid are the dataset's label and group.
+expect 0 '"group_column": "qid"' -- "$bin" inspect "$tmp/inf-letor" --json
 # The pipeline command runs the demo features over the converted data, and
 # explains a misspelt column and a missing dataset.
 expect 0 "docs/s" -- "$bin" pipeline demo --set data.train="$tmp/ds" --epochs 2
@@ -107,6 +117,52 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
     failures=$((failures + 1))
   fi
   expect 2 "needs --run-dir" -- "$bin" "${train_args[@]}" --resume auto
+  # A finished run resumed has nothing to do, and says so.
+  expect 0 "trained       nothing: the run had already finished its 40 steps" -- \
+    "$bin" "${train_args[@]}" --run-dir "$tmp/straight" --resume auto
+
+  # While a run trains: its metrics reach the disk every log window, a
+  # second training of the same directory is refused by pid, SIGTERM
+  # checkpoints and exits 143, and kill -9 keeps every line logged.
+  long_args=("${train_args[@]}" --set train.steps=100000 --set train.log_every=1
+             --set train.checkpoint_every=50 --run-dir "$tmp/live")
+  lines() { wc -l < "$tmp/live/metrics.jsonl" 2>/dev/null || echo 0; }
+  await_lines() {  # await_lines N: up to 60 s for N lines
+    for _ in $(seq 600); do [ "$(lines)" -ge "$1" ] && return 0; sleep 0.1; done; return 1
+  }
+  "$bin" "${long_args[@]}" >"$tmp/live.log" 2>&1 & live=$!
+  if await_lines 3 && kill -0 "$live" 2>/dev/null; then
+    echo "ok: metrics reach metrics.jsonl while the run trains"
+  else
+    echo "FAIL: no metrics on disk during the run"; failures=$((failures + 1))
+  fi
+  expect 2 "is in use by another training \\(pid $live\\)" -- "$bin" "${long_args[@]}" --resume auto
+  kill -TERM "$live"; wait "$live"; rc=$?
+  if [ "$rc" -eq 143 ] && grep -q "stopped       at step" "$tmp/live.log" &&
+     grep -q "continue      with --resume auto" "$tmp/live.log"; then
+    echo "ok: SIGTERM checkpoints and exits 143"
+  else
+    echo "FAIL: SIGTERM: exit $rc"; tail -3 "$tmp/live.log"; failures=$((failures + 1))
+  fi
+  "$bin" "${long_args[@]}" --resume auto >"$tmp/live2.log" 2>&1 & live=$!
+  before=$(lines)
+  await_lines $((before + 3))
+  kill -9 "$live"; wait "$live" 2>/dev/null
+  logged=$(lines)
+  if [ "$logged" -ge $((before + 3)) ] && [ "$(find "$tmp/live/tb" -type f -size +200c | wc -l)" -ge 1 ]; then
+    echo "ok: kill -9 keeps the $logged logged lines and the TensorBoard events"
+  else
+    echo "FAIL: after kill -9: $logged lines (had $before)"; failures=$((failures + 1))
+  fi
+  expect 0 "live.html" -- "$bin" report "$tmp/live" --out "$tmp/live.html"
+  # Every checkpoint damaged: --resume auto refuses instead of starting over.
+  cp -r "$tmp/straight" "$tmp/damaged"
+  for f in "$tmp"/damaged/checkpoints/step-*/model.safetensors; do
+    printf 'XXXX' | dd of="$f" bs=1 seek=64 conv=notrunc status=none
+  done
+  expect 2 "checkpoints in .* are damaged" -- "$bin" "${train_args[@]}" --run-dir "$tmp/damaged" --resume auto
+  # A run directory that cannot be created is the user's error, with its path.
+  expect 2 "/proc/topspin-run" -- "$bin" "${train_args[@]}" --run-dir /proc/topspin-run/x
   # eval: the run's config and newest checkpoint, scored on a dataset.
   expect 0 "ndcg@10 +0\.[0-9]{4}" -- "$bin" eval "$tmp/straight" --data "$tmp/ds" --json "$tmp/e.json"
   grep -q '"ndcg@10"' "$tmp/e.json" && echo "ok: eval json" || { echo "FAIL: eval json"; failures=$((failures + 1)); }

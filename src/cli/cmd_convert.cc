@@ -102,6 +102,12 @@ ImportOptions ImportOptionsFrom(const ConvertArgs& args) {
   o.format = FormatFor(args);
   o.label_column = args.label;
   o.group_column = args.group;
+  // LETOR lines carry their label and query id: they are the dataset's
+  // label and group unless named otherwise.
+  if (o.format == "letor") {
+    if (o.label_column.empty()) o.label_column = "label";
+    if (o.group_column.empty()) o.group_column = "qid";
+  }
   o.column_types = ParseColumnTypes(args.columns);
   o.on_error = args.on_error == "skip" ? OnError::kSkip : OnError::kFail;
   o.tokenizer = args.tokenizer;

@@ -26,6 +26,7 @@
 
 #ifdef TOPSPIN_HAVE_TORCH
 #include "topspin/model/rank_metrics.h"
+#include "topspin/perf/profile.h"
 #include "topspin/train/lr_schedule.h"
 #include "topspin/train/ranker_trainer.h"
 #endif
@@ -154,6 +155,9 @@ nlohmann::json TrainAndCompare(const Config& config, const std::filesystem::path
              r.valid_ndcg10, text, r.valid_ndcg10 - text);
   fmt::print("phases        {}\n", DescribePhases(r));
   fmt::print("checkpoint    {}\n", r.checkpoint.string());
+  // The profiler's verdict on the steps just run (profile.json).
+  const ProfileReport profile = Analyze(r.profile);
+  fmt::print("bound         {}: {}\n", profile.bound, profile.evidence);
   return {{"steps", r.step},          {"docs_per_s", r.docs_per_s},
           {"ndcg10", r.valid_ndcg10}, {"text_match_ndcg10", text},
           {"phases_s", r.phase_s},    {"checkpoint", r.checkpoint.string()}};
@@ -190,9 +194,11 @@ void RunDemo(const DemoArgs& args) {
   record["lr_schedule"] = ShowSchedule(config);
   WriteFileAtomic(dir / "demo.json", record.dump(2) + "\n");
   fmt::print("wrote         {}\n", (dir / "demo.json").string());
-  fmt::print(
-      "not built yet: distributed training and the profiler; the demo grows into the full "
-      "job as they land\n");
+  fmt::print("next          topspin report {0}   (an HTML report of the run)\n"
+             "              topspin profile {0}   (where the step time went)\n"
+             "              topspin train configs/ranker-shop.yaml --set data.train={1} --nproc 2"
+             "   (data parallel)\n",
+             dir.string(), (dir / "data" / "shop").string());
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ Json ColumnJson(const ColumnSpec& spec, const ColumnStats& s) {
               {"of_lengths", IsVariableLength(spec.dtype)},
               {"count", s.count},
               {"nulls", s.nulls},
+              {"infinite", s.infinite},
               {"min", Number(s.min)},
               {"max", Number(s.max)},
               {"mean", Number(s.mean)},

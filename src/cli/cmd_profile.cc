@@ -1,11 +1,13 @@
-// topspin profile CONFIG [--steps N] [--set k=v]... [--trace FILE] [--json FILE] [--peak TFLOPS]
-// topspin profile RUN_DIR [--json FILE] [--peak TFLOPS]
+// topspin profile CONFIG [--steps N] [--set k=v]... [--trace FILE] [--json FILE]
+//                        [--peak TFLOPS] [--peak-gbs GBS]
+// topspin profile RUN_DIR [--json FILE] [--peak TFLOPS] [--peak-gbs GBS]
 //
 // Where a training step's time goes (topspin/perf/profile.h): trains N
 // steps of CONFIG in a new run directory (no evaluation, no checkpoint) and
 // prints the phase table, throughput, MFU, the bound and what to try; or
 // reads the profile.json a training run left in RUN_DIR.
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -34,6 +36,7 @@ struct ProfileArgs {
   std::string trace;
   std::string json;
   double peak_tflops = 0;
+  double peak_gbs = 0;
   std::string run_dir;
 };
 
@@ -65,18 +68,22 @@ void ProfileConfig(const ProfileArgs& args) {
   const Config config = Config::Load(args.target, overrides, TopspinSchema());
   SetLogLevel(config.GetString("run.log_level"));
   fs::path dir = args.run_dir;
+  std::optional<RunDirLock> lock;
   if (dir.empty()) {
     const RunConfig run = RunConfig::From(config);
     dir = CreateRunDirectory(run.dir, run.name + "-profile", config);
+    lock.emplace(dir);
   } else {
     fs::create_directories(dir);
+    lock.emplace(dir);
     WriteFileAtomic(dir / "config.yaml", config.ToYaml());
   }
   TraceRecorder trace;
   RankerTrainOptions o{.run_dir = dir, .stop_after_steps = args.steps};
   o.trace = args.trace.empty() ? nullptr : &trace;
   o.peak_tflops = args.peak_tflops;
-  o.measure_peak = args.peak_tflops <= 0;
+  o.peak_gbs = args.peak_gbs;
+  o.measure_peak = args.peak_tflops <= 0 || args.peak_gbs <= 0;
   const RankerTrainResult r = TrainRanker(config, o);
   fmt::print("run directory {}\n\n", dir.string());
   Print(r.profile, args);
@@ -110,6 +117,7 @@ void RunProfile(const ProfileArgs& args) {
     p.peak_flops = args.peak_tflops * 1e12;
     p.peak_source = "--peak";
   }
+  if (args.peak_gbs > 0) p.peak_bytes_per_s = args.peak_gbs * 1e9;
   Print(p, args);
 }
 
@@ -131,6 +139,9 @@ void RegisterProfile(CLI::App& app) {
   cmd->add_option("--peak", args.peak_tflops,
                   "peak TFLOP/s of the device for MFU (default: measure a matmul; a run "
                   "directory without one reports no MFU)");
+  cmd->add_option("--peak-gbs", args.peak_gbs,
+                  "memory bandwidth of the device in GB/s for the roofline (default: measure a "
+                  "copy)");
   cmd->add_option("--run-dir", args.run_dir, "run directory for a config (default: a new one)");
   cmd->callback([] { RunProfile(args); });
 }

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -53,11 +54,11 @@ struct TrainArgs {
 
 namespace fs = std::filesystem;
 
-std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};
 
 // SIGINT/SIGTERM ask the run to checkpoint and stop; a second one kills.
 void OnStopSignal(int sig) {
-  g_stop.store(true);
+  g_stop_signal.store(sig);
   std::signal(sig, SIG_DFL);
 }
 
@@ -92,20 +93,33 @@ std::vector<std::string> RankCommandLine(const fs::path& run_dir) {
   return out;
 }
 
-fs::path PrepareRunDir(const TrainArgs& args, const Config& config) {
+// The run's directory, and its lock (run_dir.h) when `lock`: held by the
+// process that owns the run on node 0 (the launcher, or the one process),
+// taken before anything in the directory is written.
+struct PreparedRun {
+  fs::path dir;
+  std::unique_ptr<RunDirLock> lock;
+};
+
+PreparedRun PrepareRunDir(const TrainArgs& args, const Config& config, bool lock) {
+  PreparedRun run;
   if (args.run_dir.empty()) {
-    const RunConfig run = RunConfig::From(config);
-    return CreateRunDirectory(run.dir, run.name, config);
+    const RunConfig rc = RunConfig::From(config);
+    run.dir = CreateRunDirectory(rc.dir, rc.name, config);
+    if (lock) run.lock = std::make_unique<RunDirLock>(run.dir);
+    return run;
   }
-  const fs::path dir = args.run_dir;
-  fs::create_directories(dir);
-  WriteFileAtomic(dir / "config.yaml", config.ToYaml());
-  return dir;
+  run.dir = args.run_dir;
+  fs::create_directories(run.dir);  // a filesystem_error is a user error naming the path
+  if (lock) run.lock = std::make_unique<RunDirLock>(run.dir);
+  WriteFileAtomic(run.dir / "config.yaml", config.ToYaml());
+  return run;
 }
 
 // The launcher: spawns this node's ranks and supervises them.
 void Launch(const TrainArgs& args, const Config& config, int nproc) {
-  const fs::path dir = PrepareRunDir(args, config);
+  const PreparedRun run = PrepareRunDir(args, config, /*lock=*/args.node_rank == 0);
+  const fs::path& dir = run.dir;
   fmt::print("run directory {}\n", dir.string());
   std::fflush(stdout);
   SpawnOptions o;
@@ -123,7 +137,9 @@ void Launch(const TrainArgs& args, const Config& config, int nproc) {
     fs::create_directories(rdv);
     fs::permissions(rdv, fs::perms::owner_all, fs::perm_options::replace);
     store = rdv / fmt::format("store-{}", ::getpid());
-    fs::remove(store);
+    // This launcher holds the run's lock: a store file left here is a
+    // killed launcher's, and no rank will read it again.
+    for (const auto& stale : fs::directory_iterator(rdv)) fs::remove(stale.path());
     o.extra_env.emplace_back("TOPSPIN_RENDEZVOUS_FILE", store.string());
   }
   const SpawnResult r = SpawnAndSupervise(o);
@@ -140,6 +156,7 @@ void Launch(const TrainArgs& args, const Config& config, int nproc) {
   }
 }
 
+#ifdef TOPSPIN_HAVE_TORCH
 RendezvousOptions RendezvousFor(const Config& config) {
   RendezvousOptions o;
   o.timeout = std::chrono::milliseconds(
@@ -152,6 +169,7 @@ RendezvousOptions RendezvousFor(const Config& config) {
   }
   return o;
 }
+#endif
 
 void RunTrain(const TrainArgs& args) {
 #ifdef TOPSPIN_HAVE_TORCH
@@ -186,19 +204,48 @@ void RunTrain(const TrainArgs& args) {
                                                                   : "tcp store");
     std::fflush(stdout);
   }
-  const fs::path dir = env.rank == 0 ? PrepareRunDir(args, config) : fs::path(args.run_dir);
+  // A rank our launcher spawned runs under the launcher's lock.
+  const PreparedRun run =
+      env.rank == 0 ? PrepareRunDir(args, config, std::getenv("TOPSPIN_SPAWNED") == nullptr)
+                    : PreparedRun{.dir = args.run_dir};
+  const fs::path& dir = run.dir;
   if (!is_rank) fmt::print("run directory {}\n", dir.string());
   std::fflush(stdout);
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
-  const RankerTrainResult r = TrainRanker(
-      config, {.run_dir = dir,
-               .resume = args.resume,
-               .stop_requested = [] { return g_stop.load(); },
-               .launch = env,
-               .rendezvous = RendezvousFor(config)});
-  if (env.rank != 0) return;  // rank 0 reports for the job
+  RankerTrainResult r;
+  try {
+    r = TrainRanker(config, {.run_dir = dir,
+                             .resume = args.resume,
+                             .stop_requested = [] { return g_stop_signal.load() != 0; },
+                             .launch = env,
+                             .rendezvous = RendezvousFor(config)});
+  } catch (const Error&) {
+    // A numbered directory made for this start and failed before it held
+    // anything of the run's (a bad path, a model too big) is clutter.
+    if (env.rank == 0 && args.run_dir.empty() && !fs::exists(dir / "checkpoints") &&
+        !fs::exists(dir / "metrics.jsonl")) {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+    throw;
+  }
+  // A run stopped by a signal exits 128 + the signal (130 SIGINT, 143
+  // SIGTERM) after its checkpoint, so scripts and launchers do not take it
+  // for a finished run; a rank stopped because another rank was signalled
+  // exits as if terminated (143).
+  const int stop_signal = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
+  if (env.rank != 0) {  // rank 0 reports for the job
+    if (r.stopped) throw ExitRequest(128 + stop_signal);
+    return;
+  }
   if (r.stopped) fmt::print("stopped       at step {} by a signal, after a checkpoint\n", r.step);
+  if (r.resumed_from >= 0 && r.resumed_from == r.step) {
+    fmt::print("trained       nothing: the run had already finished its {} steps ({}); raise "
+               "train.steps to train on\n",
+               r.step, r.checkpoint.string());
+    return;
+  }
   fmt::print(
       "trained       {} steps{}, {:.0f} docs/s, last loss {:.4f}{}\n", r.step,
       r.resumed_from >= 0 ? fmt::format(" (resumed at {})", r.resumed_from) : "", r.docs_per_s,
@@ -216,6 +263,11 @@ void RunTrain(const TrainArgs& args) {
           : "",
       r.dense_params, zero > 0 ? fmt::format(", ZeRO-{}", zero) : "");
   fmt::print("checkpoint    {}\n", r.checkpoint.string());
+  if (r.stopped) {
+    fmt::print("continue      with --resume auto --run-dir {}\n", dir.string());
+    std::fflush(stdout);
+    throw ExitRequest(128 + stop_signal);
+  }
 #else
   (void)args;
   throw Error(ErrorKind::kUsage, "this topspin was built without LibTorch, which training needs",

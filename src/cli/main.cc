@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
@@ -84,6 +85,12 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "topspin: %s error: %s\n", ErrorKindName(e.kind()), e.Message().c_str());
     return ExitCodeFor(e);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A directory that cannot be created or written, a path that is not
+    // what it should be: the user's to fix, and the path says where.
+    const Error io = FilesystemError(e);
+    std::fprintf(stderr, "topspin: %s error: %s\n", ErrorKindName(io.kind()), io.Message().c_str());
+    return ExitCodeFor(io);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "topspin: internal error: %s\n", e.what());
     return kExitInternal;

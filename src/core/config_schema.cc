@@ -1,6 +1,31 @@
 #include "topspin/core/config_schema.h"
 
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "topspin/core/error.h"
+#include "topspin/core/strings.h"
+
 namespace topspin {
+
+std::vector<int64_t> ParseLayerWidths(std::string_view text) {
+  constexpr int64_t kMaxWidth = int64_t{1} << 20;
+  std::vector<int64_t> out;
+  for (const auto& piece : Split(text, ',')) {
+    const std::string_view w = Trim(piece);
+    if (w.empty()) continue;
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
+    if (ec != std::errc() || end != w.data() + w.size() || v <= 0 || v > kMaxWidth) {
+      throw ConfigError(fmt::format("\"{}\" is not a layer width (1 to {})", w, kMaxWidth), {},
+                        "write positive integers separated by commas, e.g. \"128,64\"");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
 namespace {
 
 using VT = ValueType;
@@ -192,10 +217,12 @@ Schema BuildSchema() {
       .Add({.key = "model.bottom",
             .type = VT::kString,
             .default_value = std::string("64"),
+            .check = [](std::string_view t) { ParseLayerWidths(t); },
             .doc = "bottom MLP widths over the dense features, comma-separated (\"\": none)"})
       .Add({.key = "model.top",
             .type = VT::kString,
             .default_value = std::string("128,64"),
+            .check = [](std::string_view t) { ParseLayerWidths(t); },
             .doc = "top MLP widths before the score, comma-separated"})
       .Add({.key = "model.interaction",
             .type = VT::kString,

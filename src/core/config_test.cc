@@ -1,5 +1,6 @@
 #include "topspin/core/config.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -101,6 +102,19 @@ TEST(Config, ChoicesAreCheckedWithASuggestion) {
   const Error e = ExpectConfigError([] { ParseText("pipeline:\n  shuffle: globl\n"); });
   EXPECT_THAT(e.Message(), HasSubstr("not one of: none, block, global"));
   EXPECT_THAT(e.hint(), HasSubstr("\"global\""));
+}
+
+TEST(Config, LayerWidthsAreCheckedOnLoadLikeTrainingReadsThem) {
+  for (const char* bad : {"64,abc", "0", "-1", "99999999999", "64,,x"}) {
+    const Error e = ExpectConfigError([&] { ParseText(fmt::format("model:\n  top: \"{}\"\n", bad)); });
+    EXPECT_EQ(e.where().field, "model.top") << e.Message();
+    EXPECT_EQ(e.where().line, 2) << e.Message();
+    EXPECT_THAT(e.Message(), HasSubstr("is not a layer width")) << bad;
+  }
+  const Error e = ExpectConfigError([] { ParseText("", {"model.bottom=8,abc"}); });
+  EXPECT_EQ(e.where().field, "model.bottom");
+  EXPECT_EQ(ParseLayerWidths(" 128, 64 ,"), (std::vector<int64_t>{128, 64}));
+  EXPECT_TRUE(ParseLayerWidths("").empty());
 }
 
 TEST(Config, DuplicateKeysAreAnError) {

@@ -179,6 +179,13 @@ ConfigValue ConvertScalar(const FieldSpec& spec, const std::string& text, const 
         throw ConfigError(fmt::format("\"{}\" is not one of: {}", text, Join(spec.choices, ", ")),
                           where, guess ? fmt::format("did you mean \"{}\"?", *guess) : spec.doc);
       }
+      if (spec.check) {
+        try {
+          spec.check(text);
+        } catch (const Error& e) {
+          throw ConfigError(e.what_text(), where, e.hint());
+        }
+      }
       return text;
     }
     case ValueType::kStringList: return std::vector<std::string>{text};

@@ -1,6 +1,8 @@
 #include "topspin/core/error.h"
 
+#include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -64,6 +66,27 @@ Error IoError(std::string what, ErrorWhere where, std::string hint) {
 Error InternalError(std::string what) {
   return Error(ErrorKind::kInternal, std::move(what), {},
                "this is a bug in topspin; please report it with the command you ran");
+}
+
+Error FilesystemError(const std::filesystem::filesystem_error& e) {
+  // libstdc++: "filesystem error: cannot create directories: Permission
+  // denied [/a/b]": keep the operation and the reason; the path goes in
+  // where.
+  std::string_view what = e.what();
+  if (what.starts_with("filesystem error: ")) what.remove_prefix(18);
+  if (const auto bracket = what.find(" ["); bracket != std::string_view::npos) {
+    what = what.substr(0, bracket);
+  }
+  std::string paths = e.path1().string();
+  if (!e.path2().empty()) paths += " -> " + e.path2().string();
+  const int err = e.code().value();
+  const char* hint = err == EACCES || err == EPERM ? "check its permissions, or choose a path you can write to"
+                     : err == EROFS               ? "the filesystem is read-only: choose a writable path"
+                     : err == ENOSPC || err == EDQUOT ? "the disk is full: free space and retry"
+                     : err == ENOTDIR || err == EEXIST || err == EISDIR
+                         ? "a file of another kind is in the way: move it or choose another path"
+                         : "check the path";
+  return IoError(std::string(what), ErrorWhere{.file = paths}, hint);
 }
 
 Error SystemError(const std::string& what, const std::string& file, int errnum, std::string hint) {

@@ -35,6 +35,25 @@ TEST(Error, InternalErrorsExitWithOneAndAskForAReport) {
   EXPECT_STREQ(ErrorKindName(ErrorKind::kDist), "dist");
 }
 
+TEST(Error, FilesystemFailuresAreUserErrorsNamingThePath) {
+  try {
+    std::filesystem::create_directories("/proc/self/no/such/dir");
+    FAIL() << "created a directory under /proc";
+  } catch (const std::filesystem::filesystem_error& fe) {
+    const Error e = FilesystemError(fe);
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_EQ(ExitCodeFor(e), kExitUser);
+    EXPECT_EQ(e.where().file, "/proc/self/no/such/dir");
+    EXPECT_EQ(e.Message().find("filesystem error"), std::string::npos) << e.Message();
+    EXPECT_NE(e.Message().find("cannot create directories"), std::string::npos) << e.Message();
+  }
+  const std::filesystem::filesystem_error ro("cannot rename", "/a", "/b",
+                                             std::make_error_code(std::errc::read_only_file_system));
+  EXPECT_EQ(FilesystemError(ro).Message(),
+            "/a -> /b: cannot rename: Read-only file system; hint: the filesystem is read-only: "
+            "choose a writable path");
+}
+
 TEST(Strings, EditDistanceAndClosestMatch) {
   EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
   EXPECT_EQ(EditDistance("", "abc"), 3u);

@@ -1,9 +1,14 @@
 #include "topspin/core/run_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <string>
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
@@ -40,6 +45,41 @@ std::filesystem::path CreateRunDirectory(const fs::path& parent, const std::stri
   }
   throw IoError("no free run number below 100000", ErrorWhere{.file = parent.string()},
                 "choose another run.name or clean up " + parent.string());
+}
+
+RunDirLock::RunDirLock(const fs::path& dir) {
+  const fs::path path = dir / ".lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw SystemError("cannot create the run's lock file", path.string(), errno,
+                      "pass a --run-dir you can write to");
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder(32, '\0');
+    const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
+    holder.resize(n > 0 ? size_t(n) : 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) throw SystemError("cannot lock the run directory", path.string(), err);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+    throw IoError(
+        fmt::format("run directory {} is in use by another training (pid {})", dir.string(),
+                    holder.empty() ? "unknown" : holder),
+        {.file = dir.string()},
+        "wait for it to finish or stop it (its checkpoints let you --resume auto later), or "
+        "pass another --run-dir");
+  }
+  const std::string pid = fmt::format("{}\n", ::getpid());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw SystemError("cannot write the run's lock file", path.string(), err);
+  }
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 }  // namespace topspin

@@ -1,5 +1,11 @@
 #include "topspin/core/run_dir.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <optional>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,6 +36,47 @@ TEST(RunDir, RejectsNamesWithSlashes) {
   const Config config = Config::Defaults({}, TopspinSchema());
   EXPECT_THROW(CreateRunDirectory(tmp.path(), "a/b", config), Error);
   EXPECT_THROW(CreateRunDirectory(tmp.path(), "", config), Error);
+}
+
+TEST(RunDirLock, ASecondHolderIsRefusedByPidUntilTheFirstLetsGo) {
+  testing::TempDir tmp;
+  std::optional<RunDirLock> first(std::in_place, tmp.path());
+  try {
+    RunDirLock second(tmp.path());
+    FAIL() << "two locks on one run directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_THAT(e.Message(), ::testing::HasSubstr(tmp.path().string() +
+                                                  " is in use by another training (pid " +
+                                                  std::to_string(::getpid()) + ")"));
+  }
+  first.reset();
+  EXPECT_NO_THROW(RunDirLock again(tmp.path()));
+}
+
+TEST(RunDirLock, AKilledHolderLeavesNoStaleLock) {
+  testing::TempDir tmp;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    RunDirLock held(tmp.path());
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(ReadFile(tmp / ".lock"), std::to_string(child) + "\n");  // it did hold it
+  EXPECT_NO_THROW(RunDirLock mine(tmp.path()));
+}
+
+TEST(RunDirLock, AnUnwritableDirectoryIsAnIoErrorNamingTheLockFile) {
+  try {
+    RunDirLock lock("/proc/no-such-run");
+    FAIL() << "locked a directory that cannot exist";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_THAT(e.Message(), ::testing::HasSubstr("/proc/no-such-run/.lock"));
+  }
 }
 
 }  // namespace

@@ -35,4 +35,17 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Sets an environment variable for one scope (processes spawned in it
+// inherit it), then unsets it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+};
+
 }  // namespace topspin::testing

@@ -348,6 +348,7 @@ Checkpoint CheckpointStore::Load(uint64_t step) const {
 
 std::optional<Checkpoint> CheckpointStore::LoadLatest() const {
   const auto entries = List();
+  std::optional<Error> newest_failure;
   for (size_t i = entries.size(); i-- > 0;) {
     try {
       return Load(entries[i].step);
@@ -356,9 +357,19 @@ std::optional<Checkpoint> CheckpointStore::LoadLatest() const {
                    i > 0 ? "falling back to " + entries[i - 1].dir.string()
                          : std::string("and no older checkpoint is left"),
                    e.Message());
+      if (!newest_failure) newest_failure = e;
     }
   }
-  return std::nullopt;
+  if (!newest_failure) return std::nullopt;
+  // Starting over would overwrite them, and with them what a user may still
+  // recover: never implicitly.
+  throw DataError(
+      fmt::format("all {} checkpoint{} in {} are damaged (newest: {})", entries.size(),
+                  entries.size() == 1 ? "" : "s", root_.string(), newest_failure->Message()),
+      {.file = root_.string()},
+      fmt::format("to start fresh, move {} aside (it is kept for inspection) and run again; to "
+                  "resume, restore a checkpoint from a copy",
+                  root_.string()));
 }
 
 }  // namespace topspin

@@ -239,14 +239,24 @@ TEST(CheckpointStore, ManifestDamageFallsBack) {
   EXPECT_THAT(warnings, HasSubstr(manifest(2).string() + ": \"step\": manifest: expected 2"));
 }
 
-TEST(CheckpointStore, ReturnsNothingWhenEveryCheckpointIsDamaged) {
+TEST(CheckpointStore, RefusesWhenEveryCheckpointIsDamaged) {
   testing::TempDir dir;
   const CheckpointStore store(dir / "ckpt");
   const Checkpoint only = CommitStep(store, 1);
   FlipByte(only.FilePath("optimizer.bin"), 0);
   LogCapture log;
-  EXPECT_EQ(store.LoadLatest(), std::nullopt);
+  try {
+    store.LoadLatest();
+    FAIL() << "a store of damaged checkpoints loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kData);
+    EXPECT_THAT(e.Message(), HasSubstr("all 1 checkpoint in " + (dir / "ckpt").string() +
+                                       " are damaged (newest: "));
+    EXPECT_THAT(e.Message(), HasSubstr("optimizer.bin"));
+    EXPECT_THAT(e.Message(), HasSubstr("to start fresh, move"));
+  }
   EXPECT_THAT(log.text(), HasSubstr("no older checkpoint is left"));
+  EXPECT_TRUE(fs::exists(only.FilePath("optimizer.bin")));  // nothing removed
 }
 
 TEST(CheckpointStore, RejectsMisuse) {

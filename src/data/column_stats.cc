@@ -63,6 +63,8 @@ void ColumnStatsBuilder::Add(const Column& column, uint64_t first_row) {
     const double value = RowValue(column, r);
     if (std::isnan(value)) {
       ++nulls_;
+    } else if (std::isinf(value)) {
+      ++infinite_;
     } else {
       AddValue(value, first_row + r);
     }
@@ -104,6 +106,7 @@ void ColumnStatsBuilder::Merge(const ColumnStatsBuilder& other) {
   }
   count_ += other.count_;
   nulls_ += other.nulls_;
+  infinite_ += other.infinite_;
   for (const auto& item : other.sample_) OfferSample(sample_, item);
 }
 
@@ -111,6 +114,7 @@ ColumnStats ColumnStatsBuilder::Finish() const {
   ColumnStats stats;
   stats.count = count_;
   stats.nulls = nulls_;
+  stats.infinite = infinite_;
   if (values_ == 0) return stats;
   stats.min = min_;
   stats.max = max_;

@@ -60,6 +60,37 @@ TEST(ColumnStats, NanInFloatColumnsCountsAsNull) {
   EXPECT_DOUBLE_EQ(s.mean, 2);
 }
 
+TEST(ColumnStats, InfinitiesAreCountedAndLeftOutOfEveryStatistic) {
+  Column c(ColumnSpec{"x", DType::kFloat32});
+  for (double v : std::vector<double>{-INFINITY, INFINITY, 1.0, 3.0, INFINITY}) c.AppendFloat(v);
+  ColumnStatsBuilder b;
+  b.Add(c, 0);
+  const ColumnStats s = b.Finish();
+  EXPECT_EQ(s.count, 5u);
+  EXPECT_EQ(s.infinite, 3u);
+  EXPECT_EQ(s.nulls, 0u);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 3);
+  EXPECT_DOUBLE_EQ(s.mean, 2);
+  EXPECT_DOUBLE_EQ(s.std, 1);
+  ASSERT_EQ(s.quantiles.size(), size_t(kQuantileEdges));
+  for (size_t i = 1; i < s.quantiles.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(s.quantiles[i]));
+    EXPECT_LE(s.quantiles[i - 1], s.quantiles[i]);
+  }
+  // Only infinities: no value to take statistics of.
+  Column only(ColumnSpec{"y", DType::kFloat64});
+  only.AppendFloat(INFINITY);
+  only.AppendFloat(-INFINITY);
+  ColumnStatsBuilder ob;
+  ob.Add(only, 0);
+  EXPECT_EQ(ob.Finish().infinite, 2u);
+  EXPECT_TRUE(ob.Finish().quantiles.empty());
+  // Merged counts add up.
+  b.Merge(ob);
+  EXPECT_EQ(b.Finish().infinite, 5u);
+}
+
 TEST(ColumnStats, StringAndTokenColumnsUseRowLengths) {
   Column text(ColumnSpec{"t", DType::kString});
   text.AppendString("ab");

@@ -2,13 +2,18 @@
 // manifest_parse.cc.
 #include "topspin/data/manifest.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "data/manifest_json.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
+#include "topspin/core/strings.h"
 
 namespace topspin {
 namespace {
@@ -20,6 +25,7 @@ Json StatsJson(const ColumnStats& s) {
   for (double q : s.quantiles) quantiles.push_back(manifest_json::EncodeDouble(q));
   return Json{{"count", s.count},
               {"nulls", s.nulls},
+              {"infinite", s.infinite},
               {"min", manifest_json::EncodeDouble(s.min)},
               {"max", manifest_json::EncodeDouble(s.max)},
               {"mean", manifest_json::EncodeDouble(s.mean)},
@@ -52,6 +58,30 @@ uint64_t Manifest::raw_bytes() const {
   uint64_t total = 0;
   for (const auto& s : shards) total += s.raw_bytes;
   return total;
+}
+
+std::string DescribeSchemaDifference(const std::vector<ColumnSpec>& schema,
+                                     const std::vector<ColumnSpec>& reference) {
+  std::vector<std::string> parts;
+  const auto find = [](const std::vector<ColumnSpec>& in, const std::string& name) {
+    return std::find_if(in.begin(), in.end(), [&](const ColumnSpec& c) { return c.name == name; });
+  };
+  for (const ColumnSpec& want : reference) {
+    const auto it = find(schema, want.name);
+    if (it == schema.end()) {
+      parts.push_back(fmt::format("column \"{}\" is missing", want.name));
+    } else if (it->dtype != want.dtype) {
+      parts.push_back(fmt::format("column \"{}\" is {} here and {} in the reference", want.name,
+                                  DTypeName(it->dtype), DTypeName(want.dtype)));
+    }
+  }
+  for (const ColumnSpec& have : schema) {
+    if (find(reference, have.name) == reference.end()) {
+      parts.push_back(fmt::format("column \"{}\" is extra", have.name));
+    }
+  }
+  if (parts.empty() && schema != reference) parts.push_back("the columns are in another order");
+  return Join(parts, "; ");
 }
 
 std::string Manifest::ToJson() const {

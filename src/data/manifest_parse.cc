@@ -195,10 +195,15 @@ std::vector<ShardEntry> ParseShards(const FieldReader& r, const Json& j, bool gr
 
 ColumnStats ParseStats(const FieldReader& r, const Json& j, const std::string& path,
                        uint64_t rows) {
-  r.CheckObject(j, path, {"count", "nulls", "min", "max", "mean", "std", "quantiles"});
+  // "infinite" is optional: manifests written before it counted none.
+  Json fields = j;
+  if (fields.is_object() && !fields.contains("infinite")) fields["infinite"] = 0;
+  r.CheckObject(fields, path,
+                {"count", "nulls", "infinite", "min", "max", "mean", "std", "quantiles"});
   ColumnStats s;
-  s.count = r.U64(j["count"], path + ".count");
-  s.nulls = r.U64(j["nulls"], path + ".nulls");
+  s.count = r.U64(fields["count"], path + ".count");
+  s.nulls = r.U64(fields["nulls"], path + ".nulls");
+  s.infinite = r.U64(fields["infinite"], path + ".infinite");
   s.min = r.Double(j["min"], path + ".min");
   s.max = r.Double(j["max"], path + ".max");
   s.mean = r.Double(j["mean"], path + ".mean");
@@ -206,8 +211,9 @@ ColumnStats ParseStats(const FieldReader& r, const Json& j, const std::string& p
   if (s.count != rows) {
     throw r.Bad(path + ".count", fmt::format("{} rows, but the shards hold {}", s.count, rows));
   }
-  if (s.nulls > s.count) {
-    throw r.Bad(path + ".nulls", fmt::format("{} nulls in {} rows", s.nulls, s.count));
+  if (s.nulls + s.infinite > s.count) {
+    throw r.Bad(path + ".nulls", fmt::format("{} nulls and {} infinite values in {} rows", s.nulls,
+                                             s.infinite, s.count));
   }
   if (s.min > s.max) throw r.Bad(path + ".min", fmt::format("min {} > max {}", s.min, s.max));
   if (s.std < 0) throw r.Bad(path + ".std", fmt::format("negative std {}", s.std));
@@ -218,10 +224,11 @@ ColumnStats ParseStats(const FieldReader& r, const Json& j, const std::string& p
       throw r.Bad(FieldReader::Index(path + ".quantiles", i), "quantile edges must not decrease");
     }
   }
-  const size_t want = s.count == s.nulls ? 0 : kQuantileEdges;
+  const size_t want = s.count == s.nulls + s.infinite ? 0 : kQuantileEdges;
   if (s.quantiles.size() != want) {
-    throw r.Bad(path + ".quantiles", fmt::format("{} edges; expected {} for {} non-null values",
-                                                 s.quantiles.size(), want, s.count - s.nulls));
+    throw r.Bad(path + ".quantiles",
+                fmt::format("{} edges; expected {} for {} finite values", s.quantiles.size(), want,
+                            s.count - s.nulls - s.infinite));
   }
   return s;
 }

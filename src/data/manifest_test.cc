@@ -105,6 +105,19 @@ TEST(Manifest, NonFiniteStatsSurviveAsStrings) {
   EXPECT_TRUE(std::isnan(back.stats.at("label").mean));
 }
 
+TEST(Manifest, SchemaDifferencesNameEachColumn) {
+  const std::vector<ColumnSpec> train = {
+      {"qid", DType::kInt64}, {"label", DType::kFloat32}, {"f1", DType::kFloat32}};
+  EXPECT_EQ(DescribeSchemaDifference(train, train), "");
+  const std::vector<ColumnSpec> valid = {
+      {"qid", DType::kInt32}, {"label", DType::kFloat32}, {"f2", DType::kFloat32}};
+  EXPECT_EQ(DescribeSchemaDifference(valid, train),
+            "column \"qid\" is int32 here and int64 in the reference; column \"f1\" is missing; "
+            "column \"f2\" is extra");
+  const std::vector<ColumnSpec> swapped = {train[1], train[0], train[2]};
+  EXPECT_EQ(DescribeSchemaDifference(swapped, train), "the columns are in another order");
+}
+
 TEST(Manifest, ErrorsNameTheFieldAndTheFile) {
   EXPECT_NE(ErrorAfterEdit([](Json& j) {
               j["shards"][1]["sha256"] = "xyz";

@@ -18,6 +18,7 @@
 #endif
 
 #include "topspin/core/error.h"
+#include "topspin/core/fault.h"
 #include "topspin/core/sha256.h"
 
 namespace topspin {
@@ -59,6 +60,7 @@ auto Blocking(double* blocked, const std::string& what, int rank, F&& f) {
       }
     }
   } add{blocked, start};
+  InjectFault("comm.wait");
   return Guard(what, rank, std::forward<F>(f));
 }
 

@@ -112,18 +112,6 @@ class CaptureFd {
   int saved_;
 };
 
-// Sets an environment variable for its lifetime.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-
 Error SpawnError(const SpawnOptions& options) {
   try {
     const SpawnResult result = SpawnAndSupervise(options);
@@ -182,9 +170,9 @@ TEST(SpawnAndSupervise, AllRanksExitingZeroSucceeds) {
 
 TEST(SpawnAndSupervise, SetsRankEnvironment) {
   const testing::TempDir dir;
-  const ScopedEnv inherited("SPAWN_TEST_INHERITED", "yes");
-  const ScopedEnv overridden("SPAWN_TEST_OVERRIDDEN", "parent");
-  const ScopedEnv stale_rank("RANK", "99");
+  const topspin::testing::ScopedEnv inherited("SPAWN_TEST_INHERITED", "yes");
+  const topspin::testing::ScopedEnv overridden("SPAWN_TEST_OVERRIDDEN", "parent");
+  const topspin::testing::ScopedEnv stale_rank("RANK", "99");
   SpawnOptions options =
       Sh("echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $GROUP_WORLD_SIZE "
          "$MASTER_ADDR $MASTER_PORT $TOPSPIN_SPAWNED $SPAWN_TEST_INHERITED "

@@ -129,6 +129,22 @@ const RankerOptions& Ranker::options() const {
   return impl_->options;
 }
 
+int64_t RankerDenseParameters(const RankerOptions& o) {
+  const auto mlp = [](int64_t in, const std::vector<int64_t>& widths, bool final_linear) {
+    int64_t params = 0;
+    for (int64_t w : widths) {
+      params += in * w + w;
+      in = w;
+    }
+    return params + (final_linear ? in + 1 : 0);
+  };
+  const int64_t bottom_out = o.bottom.empty() ? o.dense_dim : o.bottom.back();
+  const int64_t width = bottom_out + static_cast<int64_t>(o.table_sizes.size()) * o.embedding_dim;
+  const int64_t cross = o.interaction == Interaction::kDcn ? o.cross_layers : 0;
+  return mlp(o.dense_dim, o.bottom, false) + cross * (width * width + width) +
+         mlp(width, o.top, true);
+}
+
 int64_t Ranker::ForwardFlopsPerDoc() const {
   const RankerOptions& o = impl_->options;
   const int64_t width = impl_->net->width;

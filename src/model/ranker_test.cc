@@ -83,5 +83,18 @@ TEST(Ranker, SeedFixesTheInitialisationAndFlopsAreAnalytic) {
             2 * (5 * 8 + 16 * 6 + 6) + 2 * (2 * 16 * 16 + 3 * 16));
 }
 
+TEST(Ranker, DenseParameterCountMatchesTheBuiltModel) {
+  for (const Interaction i : {Interaction::kConcat, Interaction::kDcn}) {
+    RankerOptions o = Small(i);
+    for (const std::vector<int64_t>& bottom : {std::vector<int64_t>{8}, std::vector<int64_t>{}}) {
+      o.bottom = bottom;
+      Ranker r(o);
+      int64_t built = 0;
+      for (const auto& p : r.dense_module().parameters()) built += p.numel();
+      EXPECT_EQ(RankerDenseParameters(o), built);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace topspin

@@ -99,7 +99,4 @@ inline void LogDestructorFailure(const char* what_lost) {
   }
 }
 
-// Sinks write their buffer out once it holds this many bytes.
-inline constexpr size_t kSinkBufferBytes = size_t{1} << 20;
-
 }  // namespace topspin::perf_internal

@@ -40,7 +40,7 @@ struct JsonlWriter::Impl {
 
   bool torn_tail;  // a crash left a partial last line
   perf_internal::AppendFile file;
-  std::string buffer;  // whole lines not yet written
+  std::string buffer;  // whole lines not yet written (a full disk refused them)
 };
 
 JsonlWriter::JsonlWriter(std::filesystem::path path)
@@ -67,7 +67,7 @@ void JsonlWriter::Write(int64_t step, const MetricValues& values, double wall_ti
   }
   impl_->buffer += line.dump(-1, ' ', false, Json::error_handler_t::replace);
   impl_->buffer += '\n';
-  if (impl_->buffer.size() >= perf_internal::kSinkBufferBytes) impl_->file.Drain(impl_->buffer);
+  impl_->file.Drain(impl_->buffer);
 }
 
 void JsonlWriter::Flush() {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -31,7 +32,42 @@ uint64_t RusagePeakBytes() {
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
 }
 
+std::string ReadSmallFile(const char* path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  return text.str();
+}
+
+// A cgroup v2 file holding one number ("max" or missing: nullopt).
+std::optional<uint64_t> ReadCgroupNumber(const std::string& path) {
+  const std::string text(Trim(ReadSmallFile(path.c_str())));
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
 }  // namespace
+
+uint64_t AvailableMemoryBytes() {
+  uint64_t available = ParseProcStatusBytes(ReadSmallFile("/proc/meminfo"), "MemAvailable").value_or(0);
+  // This process's cgroup: "0::/path" in /proc/self/cgroup (v2).
+  std::string group;
+  for (const std::string& line : Split(ReadSmallFile("/proc/self/cgroup"), '\n')) {
+    if (line.starts_with("0::")) group = line.substr(3);
+  }
+  if (!group.empty()) {
+    const std::string dir = "/sys/fs/cgroup" + (group == "/" ? std::string() : group);
+    const auto limit = ReadCgroupNumber(dir + "/memory.max");
+    const auto used = ReadCgroupNumber(dir + "/memory.current");
+    if (limit && used) {
+      const uint64_t left = *limit > *used ? *limit - *used : 0;
+      available = available == 0 ? left : std::min(available, left);
+    }
+  }
+  return available;
+}
 
 std::optional<uint64_t> ParseProcStatusBytes(std::string_view status, std::string_view key) {
   for (const std::string& line : Split(status, '\n')) {

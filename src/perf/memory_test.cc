@@ -1,6 +1,8 @@
 #include "topspin/perf/memory.h"
 
 #include <cstddef>
+#include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -47,6 +49,18 @@ TEST(Memory, CurrentAndPeakAreSane) {
   EXPECT_GT(current, 1 * kMiB);          // a GoogleTest binary is bigger than 1 MiB
   EXPECT_LT(current, kMiB * 64 * 1024);  // under 64 GiB
   EXPECT_GE(PeakRssBytes(), current);
+}
+
+TEST(Memory, AvailableMemoryIsBetweenZeroAndTheMachine) {
+  const uint64_t available = AvailableMemoryBytes();
+  if (available == 0) GTEST_SKIP() << "no /proc/meminfo";
+  std::ifstream in("/proc/meminfo");
+  std::ostringstream meminfo;
+  meminfo << in.rdbuf();
+  const auto total = ParseProcStatusBytes(meminfo.str(), "MemTotal");
+  ASSERT_TRUE(total.has_value());
+  EXPECT_LE(available, *total);
+  EXPECT_GT(available, uint64_t{1} << 20);  // a test process runs with more than 1 MiB free
 }
 
 TEST(Memory, TouchingSixtyFourMibRaisesCurrentAndPeak) {

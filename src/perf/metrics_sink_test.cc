@@ -3,10 +3,12 @@
 // minimal protobuf decoder.
 #include "topspin/perf/metrics_sink.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bit>
 #include <climits>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -272,7 +274,7 @@ TEST(TensorBoard, ScalarEventHasTheExactProtobufBytes) {
   EXPECT_EQ(records[1], expected);
 }
 
-TEST(TensorBoard, FileIsValidAfterConstructionAndDestructorFlushes) {
+TEST(TensorBoard, FileIsValidAfterConstructionAndEveryEventIsWrittenAtOnce) {
   TempDir dir;
   fs::path path;
   {
@@ -280,7 +282,7 @@ TEST(TensorBoard, FileIsValidAfterConstructionAndDestructorFlushes) {
     path = writer.path();
     ASSERT_EQ(ReadEventFile(path).size(), 1u);  // the version event, already on disk
     writer.AddScalar("loss", 5, 1.5f);
-    EXPECT_EQ(ReadEventFile(path).size(), 1u);  // buffered
+    EXPECT_EQ(ReadEventFile(path).size(), 2u);  // TensorBoard sees it during the run
   }
   const auto events = ReadEventFile(path);
   ASSERT_EQ(events.size(), 2u);
@@ -411,7 +413,7 @@ TEST(Jsonl, RoundTripsValuesIncludingNanAndInfinity) {
                   {"up", std::numeric_limits<double>::infinity()},
                   {"down", -std::numeric_limits<double>::infinity()}},
                  1767225600.125);
-    EXPECT_EQ(fs::file_size(path), 0u);  // buffered until Flush
+    EXPECT_GT(fs::file_size(path), 0u);  // written at once; Flush adds fdatasync
     writer.Flush();
   }
   const auto lines = Lines(path);
@@ -450,6 +452,37 @@ TEST(Jsonl, ReopenAppendsAndATornLineStaysApart) {
   for (int i : {0, 1, 2}) EXPECT_EQ(nlohmann::json::parse(lines[i]).at("step"), i + 1);
   EXPECT_FALSE(nlohmann::json::accept(lines[3]));
   EXPECT_EQ(nlohmann::json::parse(lines[4]).at("loss"), 0.125);
+}
+
+TEST(Jsonl, WhatWasWrittenSurvivesAKilledProcess) {
+  TempDir dir;
+  const fs::path path = dir / "metrics.jsonl";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    JsonlWriter writer(path);
+    for (int step = 1; step <= 3; ++step) writer.Write(step, {{"loss", 1.0 / step}}, step);
+    ::raise(SIGKILL);  // no destructor, no flush
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const auto lines = Lines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(lines[2]).at("step"), 3);
+}
+
+TEST(Jsonl, AFullDiskIsAnIoErrorNamingTheFile) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  JsonlWriter writer("/dev/full");
+  try {
+    writer.Write(1, {{"loss", 1.0}}, 1.0);
+    FAIL() << "a write to /dev/full succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_NE(e.Message().find("/dev/full"), std::string::npos) << e.Message();
+    EXPECT_NE(e.Message().find("the disk is full"), std::string::npos) << e.Message();
+  }
 }
 
 TEST(Jsonl, ReservedNamesAreRejected) {

@@ -106,11 +106,11 @@ struct TensorBoardWriter::Impl {
 
   void Append(std::string_view event) {
     AppendTfRecord(buffer, event);
-    if (buffer.size() >= perf_internal::kSinkBufferBytes) file.Drain(buffer);
+    file.Drain(buffer);
   }
 
   perf_internal::AppendFile file;
-  std::string buffer;  // whole TFRecords not yet written
+  std::string buffer;  // whole TFRecords not yet written (a full disk refused them)
 };
 
 TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& dir,

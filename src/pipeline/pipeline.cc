@@ -25,6 +25,7 @@
 
 #include "pipeline/source.h"
 #include "topspin/core/error.h"
+#include "topspin/core/fault.h"
 
 namespace topspin {
 
@@ -382,6 +383,7 @@ void Pipeline::Impl::WorkerLoop(size_t w) {
           job.batch->epoch = job.plan.epoch;
           job.batch->index = job.plan.index;
           written = source->Assemble(job.plan.epoch, job.plan.samples, job.units, *job.batch);
+          InjectFault("loader.batch");
           clock.Lap(kAssemble, job.batch->FilledBytes());
         } catch (...) {
           job.error = std::current_exception();

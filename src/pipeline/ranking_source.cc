@@ -84,8 +84,8 @@ class RankingSource final : public Source {
     if (stats.schema != m.schema) {
       throw ConfigError(
           fmt::format("dataset {} has a different schema from the dataset whose statistics fix "
-                      "its transforms (the training data)",
-                      dir),
+                      "its transforms (the training data, the reference): {}",
+                      dir, DescribeSchemaDifference(m.schema, stats.schema)),
           ErrorWhere{.file = dir},
           "evaluate on data converted with the same columns and types as the training data");
     }

@@ -345,6 +345,21 @@ void ResolveFeatureChain(FeatureChain& chain, const Manifest& manifest, uint64_t
     sketch.min = stats->second.min;
     sketch.max = stats->second.max;
   }
+  // Infinite values (counted by the statistics, not part of them) would
+  // reach the model and make every step non-finite unless clip bounds them.
+  const bool clipped = std::any_of(chain.steps.begin(), chain.steps.end(),
+                                   [](const TransformStep& s) { return s.op == TransformOp::kClip; });
+  if (chain.kind == FeatureKind::kDense && stats != manifest.stats.end() &&
+      stats->second.infinite > 0 && !clipped) {
+    throw ConfigError(
+        fmt::format("\"{}\": column \"{}\" holds {} infinite value{} (manifest statistics), "
+                    "which this chain would pass to the model",
+                    chain.text, chain.columns[0], stats->second.infinite,
+                    stats->second.infinite == 1 ? "" : "s"),
+        ErrorWhere{.field = chain.field},
+        fmt::format("bound them: end the chain with clip(lo, hi), e.g. \"{} | clip({}, {})\"",
+                    chain.text, stats->second.min, stats->second.max));
+  }
   for (auto& step : chain.steps) {
     step.seed = seed;
     ResolveStep(step, sketch);

@@ -135,6 +135,28 @@ TEST(FeatureChain, ResolvesConstantsFromTheManifest) {
   EXPECT_EQ(Resolved("id: hash(8)", FeatureKind::kSparse, 99).steps[0].seed, 99u);
 }
 
+TEST(FeatureChain, InfiniteValuesMustBeClippedBeforeTheModel) {
+  Manifest m = TestManifest();
+  m.stats["x"].infinite = 2;
+  const auto resolve = [&](const char* text, FeatureKind kind) {
+    FeatureChain c = ParseFeatureChain(text, kind, "pipeline.dense[4]");
+    ResolveFeatureChain(c, m, 7);
+  };
+  try {
+    resolve("x: log1p | standardize", FeatureKind::kDense);
+    FAIL() << "infinite values reach the model";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    EXPECT_EQ(e.where().field, "pipeline.dense[4]");
+    EXPECT_NE(e.Message().find("column \"x\" holds 2 infinite values"), std::string::npos)
+        << e.Message();
+    EXPECT_NE(e.Message().find("x: log1p | standardize | clip(0, 64)"), std::string::npos)
+        << e.Message();
+  }
+  EXPECT_NO_THROW(resolve("x: log1p | clip(-5, 5)", FeatureKind::kDense));
+  EXPECT_NO_THROW(resolve("x: bucketize(4)", FeatureKind::kSparse));  // inf has a bucket
+}
+
 TEST(Transform, DenseChainMatchesHandComputedValues) {
   // 1, null, 3, +inf, -inf, and a stored NaN value.
   const Column col = Floats({1, 0, 3, kInf, -kInf, kNaN}, {false, true});

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -20,12 +22,14 @@
 #include "topspin/core/progress.h"
 #include "topspin/core/strings.h"
 #include "topspin/data/checkpoint_store.h"
+#include "topspin/data/manifest.h"
 #include "topspin/data/safetensors.h"
 #include "topspin/ddp/comm.h"
 #include "topspin/ddp/grad_sync.h"
 #include "topspin/model/rank_losses.h"
 #include "topspin/model/rank_metrics.h"
 #include "topspin/model/ranker.h"
+#include "topspin/perf/memory.h"
 #include "topspin/perf/metrics_sink.h"
 #include "topspin/perf/profile.h"
 #include "topspin/perf/trace.h"
@@ -44,37 +48,101 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::vector<int64_t> Widths(const Config& config, const std::string& key) {
-  std::vector<int64_t> out;
-  for (const auto& piece : Split(config.GetString(key), ',')) {
-    const std::string w(Trim(piece));
-    if (w.empty()) continue;
-    try {
-      size_t used = 0;
-      const long long v = std::stoll(w, &used);
-      if (used == w.size() && v > 0 && v <= (1 << 20)) {
-        out.push_back(v);
-        continue;
-      }
-    } catch (const std::exception&) {
-    }
-    throw ConfigError(fmt::format("\"{}\" is not a layer width", w), ErrorWhere{.field = key},
-                      "write positive integers separated by commas, e.g. \"128,64\"");
-  }
-  return out;
-}
-
 RankerOptions ModelOptions(const Config& config, const Pipeline& p) {
   RankerOptions o;
   o.dense_dim = static_cast<int64_t>(p.layout().dense_dim);
   for (uint64_t c : p.sparse_cardinalities()) o.table_sizes.push_back(static_cast<int64_t>(c));
   o.embedding_dim = config.GetInt("model.embedding_dim");
-  o.bottom = Widths(config, "model.bottom");
-  o.top = Widths(config, "model.top");
+  o.bottom = ParseLayerWidths(config.GetString("model.bottom"));
+  o.top = ParseLayerWidths(config.GetString("model.top"));
   o.interaction = ParseInteraction(config.GetString("model.interaction"));
   o.cross_layers = static_cast<int>(config.GetInt("model.cross_layers"));
   o.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
   return o;
+}
+
+// Refuses, before anything is allocated, a model whose training state
+// cannot fit in this host's memory: parameters, gradients and optimizer
+// state of the dense layers and of every embedding table. The key named is
+// the one that asks for the most.
+void CheckModelFitsInMemory(const Config& config, const RankerOptions& o,
+                            const std::vector<std::string>& sparse_names, uint64_t available) {
+  if (available == 0) return;  // unknown: the allocator decides
+  const double dense_per_param = 4 + 4 + (config.GetString("optim.name") == "adamw" ? 8 : 4);
+  const bool lazy_adam = config.GetString("optim.sparse") == "lazy_adam";
+  const double dense = double(RankerDenseParameters(o)) * dense_per_param;
+  double total = dense, largest = 0;
+  size_t largest_table = 0;
+  for (size_t c = 0; c < o.table_sizes.size(); ++c) {
+    // Rows, plus two moments (lazy Adam) or one accumulator per row (Adagrad).
+    const double rows = double(o.table_sizes[c]);
+    const double bytes =
+        rows * 4 * double(o.embedding_dim) * (lazy_adam ? 3 : 1) + (lazy_adam ? 0 : rows * 4);
+    total += bytes;
+    if (bytes > largest) largest = bytes, largest_table = c;
+  }
+  if (total <= 0.9 * double(available)) return;
+  const bool table = largest > dense;
+  const auto weights = [](int64_t in, const std::vector<int64_t>& widths) {
+    double n = 0;
+    for (int64_t w : widths) n += double(in) * double(std::exchange(in, w));
+    return n;
+  };
+  const int64_t bottom_out = o.bottom.empty() ? o.dense_dim : o.bottom.back();
+  const int64_t width = bottom_out + int64_t(o.table_sizes.size()) * o.embedding_dim;
+  const char* layers =
+      weights(o.dense_dim, o.bottom) > weights(width, o.top) ? "model.bottom" : "model.top";
+  const std::string what =
+      table ? fmt::format("the embedding table of \"{}\" ({} rows x {} = {})",
+                          largest_table < sparse_names.size() ? sparse_names[largest_table] : "?",
+                          o.table_sizes[largest_table], o.embedding_dim,
+                          FormatBytes(uint64_t(largest)))
+            : fmt::format("the dense layers ({} parameters with gradients and optimizer state = {})",
+                          RankerDenseParameters(o), FormatBytes(uint64_t(dense)));
+  throw ConfigError(
+      fmt::format("the model needs ~{} to train, more than the {} this host has available; the "
+                  "largest part is {}",
+                  FormatBytes(uint64_t(total)), FormatBytes(available), what),
+      ErrorWhere{.field = table ? "pipeline.sparse" : layers},
+      table ? "hash that feature into fewer slots (hash(N) in its chain), or lower "
+              "model.embedding_dim"
+            : "use narrower layers (model.top, model.bottom)");
+}
+
+// Refuses labels the loss cannot learn from, by the training data's label
+// statistics: infinite ones always; outside [0, 31] for the losses that
+// turn graded relevance into gains 2^label - 1; outside [0, label_max] for
+// bce (it would clamp them silently).
+void CheckLabels(const Manifest& data, const std::string& dir, RankLoss loss) {
+  const auto it = data.stats.find(data.label_column);
+  if (it == data.stats.end()) return;  // no label column: the pipeline says so
+  const ColumnStats& s = it->second;
+  const ErrorWhere where{.file = dir, .field = data.label_column};
+  const std::string column = fmt::format("label column \"{}\"", data.label_column);
+  if (s.infinite > 0) {
+    throw DataError(fmt::format("the {} holds {} infinite value{}", column, s.infinite,
+                                s.infinite == 1 ? "" : "s"),
+                    where, "fix the labels and convert the data again");
+  }
+  if (s.quantiles.empty()) return;  // every label null: imputed 0
+  double lo = -INFINITY, hi = INFINITY;
+  const char* why = "";
+  if (loss == RankLoss::kBce) {
+    lo = 0, hi = RankLossOptions{}.label_max, why = "bce's targets are label / 4, in [0, 1]";
+  } else if (loss == RankLoss::kLambdaRank || loss == RankLoss::kSoftmax ||
+             loss == RankLoss::kApproxNdcg) {
+    lo = 0, hi = 31, why = "its gains are 2^label - 1 of graded relevance";
+  } else if (loss == RankLoss::kMse) {
+    lo = -1e18, hi = 1e18, why = "squared errors of larger labels overflow";
+  }
+  if (s.min >= lo && s.max <= hi) return;
+  throw DataError(
+      fmt::format("the {} ranges from {} to {} (manifest statistics), but model.loss {} needs "
+                  "labels in [{}, {}]: {}",
+                  column, s.min, s.max, RankLossName(loss), lo, hi, why),
+      where,
+      "map the labels into that range when converting, or choose model.loss ranknet (any "
+      "finite label) or mse");
 }
 
 // Sums the row gradients of several micro-batches per unique id.
@@ -267,12 +335,28 @@ Checkpoint LoadCheckpointDir(const fs::path& dir) {
 void CopyFromCheckpoint(const SafetensorsFile& file, const std::string& name, torch::Tensor& t,
                         int64_t offset = 0, int64_t saved_numel = -1) {
   const TensorView* v = file.Find(name);
-  if (saved_numel < 0) saved_numel = t.numel();
-  if (v == nullptr || v->bytes.size() != size_t(saved_numel) * t.element_size()) {
-    throw DataError(fmt::format("checkpoint tensor \"{}\" is missing or has the wrong size", name),
-                    ErrorWhere{.file = file.path().string(), .field = name},
-                    "the checkpoint was written by a different model configuration (model.* or "
-                    "pipeline.* differ from the run's config.yaml)");
+  const ErrorWhere where{.file = file.path().string(), .field = name};
+  constexpr const char* kOtherModel =
+      "the checkpoint was written by a different model configuration (model.* or pipeline.* "
+      "differ from the run's config.yaml)";
+  if (v == nullptr) throw DataError("the checkpoint has no such tensor", where, kOtherModel);
+  // Saved whole: the tensor's own shape; a shard is loaded from the flat
+  // tensor of all of them.
+  std::vector<uint64_t> shape;
+  if (saved_numel < 0) {
+    for (int64_t d : t.sizes()) shape.push_back(uint64_t(d));
+  } else {
+    shape = {uint64_t(saved_numel)};
+  }
+  const SafetensorsDType dtype = View(name, t).dtype;
+  if (v->dtype != dtype || v->shape != shape) {
+    const auto dims = [](const std::vector<uint64_t>& d) {
+      return fmt::format("[{}]", fmt::join(d, ", "));
+    };
+    throw DataError(fmt::format("the checkpoint holds {} {}, the model needs {} {}",
+                                SafetensorsDTypeName(v->dtype), dims(v->shape),
+                                SafetensorsDTypeName(dtype), dims(shape)),
+                    where, kOtherModel);
   }
   const void* from = v->bytes.data() + offset * t.element_size();
   if (t.device().is_cpu()) {
@@ -324,11 +408,15 @@ class Trainer {
       step_track_ = trace_->Track(fmt::format("rank {} steps", env.rank));
       track_ = trace_->Track(fmt::format("rank {} phases", env.rank));
     }
+    if (options.peak_gbs > 0) {
+      peak_bytes_per_s_ = options.peak_gbs * 1e9;
+    } else if (options.measure_peak) {
+      peak_bytes_per_s_ = MeasureCopyBandwidth(device_);
+    }
     if (options.peak_tflops > 0) {
       peak_flops_ = options.peak_tflops * 1e12;
       peak_source_ = "given";
     } else if (options.measure_peak) {
-      peak_bytes_per_s_ = MeasureCopyBandwidth(device_);
       peak_flops_ = MeasureMatmulPeak(device_, precision_.bf16());
       peak_source_ = device_.cuda
                          ? fmt::format("measured: 4096^3 {} matmul on {}",
@@ -346,7 +434,19 @@ class Trainer {
     train_ = std::make_unique<Pipeline>(RankingSpecFromConfig(config, "data.train"), popt, start);
     statistics_ =
         std::make_shared<const Manifest>(Manifest::Load(config.GetString("data.train")));
-    ranker_ = std::make_unique<Ranker>(ModelOptions(config, *train_));
+    CheckLabels(*statistics_, config.GetString("data.train"), loss_kind_);
+    // The validation data fails now, not at the first evaluation, when it
+    // is missing or its schema differs from the training data's.
+    if (env.rank == 0 && !config.GetString("data.valid").empty()) {
+      EvalPipeline(config, "data.valid", statistics_);
+    }
+    const RankerOptions model = ModelOptions(config, *train_);
+    // On a GPU the tables and state live in device memory (the allocator's
+    // error names what it could not get).
+    if (!device_.cuda) {
+      CheckModelFitsInMemory(config, model, train_->sparse_names(), AvailableMemoryBytes());
+    }
+    ranker_ = std::make_unique<Ranker>(model);
     // Initialised on the host (the same values on any device), then moved:
     // the flat buffers, optimizer state and embedding rows live there.
     ranker_->To(TorchDevice(device_));
@@ -789,6 +889,9 @@ class Trainer {
     if (!leader()) return;
     for (auto& [name, t] : state) t = t.to(torch::kCPU).contiguous();  // device state out
     SaveCheckpoint(state);
+    // The metrics up to this step are as durable as the checkpoint.
+    PhaseTimer timer(result_.phase_s, "checkpoint", trace_, track_);
+    sinks_.Flush();
   }
 
   void SaveCheckpoint(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
@@ -855,7 +958,7 @@ class Trainer {
       // A sharded optimizer state takes its shard of the whole state saved.
       const bool sharded = zero_ >= 1 && name.starts_with("dense.opt");
       CopyFromCheckpoint(file, name, t, sharded ? shard_offset_ : 0,
-                         sharded ? flat_->numel() : t.numel());
+                         sharded ? flat_->numel() : -1);
     }
     step_ = meta.at("step").get<int64_t>();
     // StateTensors() are the live tensors: the copies above restored them.
@@ -865,6 +968,7 @@ class Trainer {
     result_.skipped_steps = meta.at("skipped_steps").get<int64_t>();
     bad_in_a_row_ = meta.at("bad_in_a_row").get<int64_t>();
     result_.resumed_from = step_;
+    result_.checkpoint = c.dir;  // until this run writes a newer one
     spdlog::info("resumed from {} (step {})", c.dir.string(), step_);
   }
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,10 @@ struct FieldSpec {
   std::optional<double> min;         // inclusive, kInt and kFloat
   std::optional<double> max;         // inclusive, kInt and kFloat
   std::vector<std::string> choices;  // allowed values of a kString
+  // kString: throws Error{kConfig} (what and hint) when the text is not
+  // valid; the loader adds where (file, line, key). Run on every load, so
+  // `config check` refuses what training would.
+  std::function<void(std::string_view text)> check;
   std::string doc;
   bool hashed = true;  // false: does not change results (paths, log cadence)
 };

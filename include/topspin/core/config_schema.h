@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "topspin/core/config.h"
@@ -14,6 +15,10 @@
 namespace topspin {
 
 const Schema& TopspinSchema();
+
+// MLP widths written "128,64" (spaces allowed; "" is none): each a positive
+// integer up to 2^20. Throws Error{kConfig} naming the bad piece.
+std::vector<int64_t> ParseLayerWidths(std::string_view text);
 
 struct RunConfig {
   std::string name;  // run.name

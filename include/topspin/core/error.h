@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -70,6 +71,10 @@ int ExitCodeFor(const Error& error);
 [[nodiscard]] Error DataError(std::string what, ErrorWhere where = {}, std::string hint = {});
 [[nodiscard]] Error IoError(std::string what, ErrorWhere where = {}, std::string hint = {});
 [[nodiscard]] Error InternalError(std::string what);
+
+// IoError for a std::filesystem failure (permission denied, read-only,
+// not a directory...), naming its path(s) and the failed operation.
+[[nodiscard]] Error FilesystemError(const std::filesystem::filesystem_error& e);
 
 // IoError for a failed system call: appends strerror(errnum) to `what`.
 [[nodiscard]] Error SystemError(const std::string& what, const std::string& file, int errnum,

@@ -122,7 +122,9 @@ class CheckpointStore {
   Checkpoint Load(uint64_t step) const;
 
   // The newest checkpoint that Load() accepts. Each newer one that fails is
-  // logged as a warning naming the damaged file; nullopt when none is good.
+  // logged as a warning naming the damaged file. nullopt when there is no
+  // complete checkpoint; Error{kData} when there are some and every one is
+  // damaged (a caller must not start over on top of them).
   std::optional<Checkpoint> LoadLatest() const;
 
  private:

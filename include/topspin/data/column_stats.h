@@ -13,9 +13,12 @@ inline constexpr int kQuantileEdges = 65;  // q(0), q(1/64), ..., q(1): 16-64 bu
 
 struct ColumnStats {
   uint64_t count = 0;  // rows
-  uint64_t nulls = 0;  // null rows (and NaN in float columns)
-  // Over non-null values of numeric/bool columns; of row lengths (bytes or
-  // tokens) for string and token columns. All 0 when there is no value.
+  uint64_t nulls = 0;     // null rows (and NaN in float columns)
+  uint64_t infinite = 0;  // +inf and -inf values (float columns)
+  // Over finite non-null values of numeric/bool columns; of row lengths
+  // (bytes or tokens) for string and token columns. All 0 when there is no
+  // such value. Infinite values are counted above and left out here, so
+  // that every statistic a transform uses is finite.
   double min = 0, max = 0, mean = 0, std = 0;
   // kQuantileEdges edges from a deterministic sample of up to
   // ColumnStatsBuilder::kSampleSize values (rank error about 1/sqrt(size));
@@ -42,7 +45,7 @@ class ColumnStatsBuilder {
   void AddValue(double value, uint64_t row);
 
   uint64_t seed_;
-  uint64_t count_ = 0, nulls_ = 0, values_ = 0;
+  uint64_t count_ = 0, nulls_ = 0, infinite_ = 0, values_ = 0;
   double min_ = 0, max_ = 0, mean_ = 0, m2_ = 0;  // Welford / Chan et al. merge
   std::vector<std::pair<uint64_t, double>> sample_;  // (key, value), a bounded heap
 };

@@ -54,4 +54,10 @@ struct Manifest {
   static Manifest Load(const std::filesystem::path& dir);
 };
 
+// How `schema` differs from `reference`, column by column, for errors:
+// 'column "qid" is int32 here and int64 in the reference; column "f9" is
+// missing'. Empty when they are equal (same columns, types and order).
+std::string DescribeSchemaDifference(const std::vector<ColumnSpec>& schema,
+                                     const std::vector<ColumnSpec>& reference);
+
 }  // namespace topspin

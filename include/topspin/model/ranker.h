@@ -44,6 +44,11 @@ struct RankerOptions {
   uint64_t seed = 0;     // initialisation
 };
 
+// Elements of the dense parameters a Ranker of `options` has (the MLPs and
+// cross layers), without building it: for memory checks before allocating.
+// Embedding tables add table_sizes[c] * embedding_dim each.
+int64_t RankerDenseParameters(const RankerOptions& options);
+
 class Ranker {
  public:
   explicit Ranker(const RankerOptions& options);

@@ -25,6 +25,11 @@ uint64_t PeakRssBytes();
 // sandbox that lacks it); the peak then keeps counting from before.
 bool ResetPeakRss();
 
+// Bytes this process can still allocate without swapping or being killed:
+// MemAvailable of /proc/meminfo, lowered to what the cgroup v2 limit
+// (memory.max less memory.current) leaves. 0 when unknown.
+uint64_t AvailableMemoryBytes();
+
 // The value of `key` ("VmRSS") in /proc/<pid>/status text, in bytes: the
 // line "VmRSS:   1234 kB" gives 1234 * 1024. nullopt when the key is
 // missing or its line is malformed. Exposed for tests.

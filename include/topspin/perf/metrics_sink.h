@@ -11,10 +11,14 @@
 //   ...
 //   sink.Flush();  // e.g. at each checkpoint: bytes reach the disk
 //
-// Sinks buffer in memory; Write() may also write when a buffer grows past
-// a bound. No sink is thread-safe: log from one thread. Errors are
-// topspin::Error (kind io) naming the file. Destructors flush and never
-// throw: a failure there is logged.
+// Write() hands each record to the kernel at once (one write(2)): readers
+// such as TensorBoard and `topspin report` see it while the run goes on, and
+// it survives the process being killed. Flush() adds fdatasync, so it also
+// survives the machine losing power. Callers log once per window, not per
+// step: a write costs microseconds. No sink is thread-safe: log from one
+// thread. Errors are topspin::Error (kind io) naming the file; a record a
+// full disk refused is kept and goes out with the next call. Destructors
+// flush and never throw: a failure there is logged.
 #pragma once
 
 #include <chrono>
@@ -39,7 +43,8 @@ inline double WallTimeNow() {
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
-  // Records `values` for `step` at `wall_time` (see WallTimeNow()).
+  // Records `values` for `step` at `wall_time` (see WallTimeNow()) and
+  // writes the record to the file.
   virtual void Write(int64_t step, const MetricValues& values, double wall_time) = 0;
   // Writes everything buffered and makes it durable (fdatasync).
   virtual void Flush() = 0;

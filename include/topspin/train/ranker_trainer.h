@@ -62,9 +62,12 @@ struct RankerTrainOptions {
   RendezvousOptions rendezvous;
   // Profiling: every phase of every step becomes a span on `trace`
   // (perf/trace.h) when set. MFU needs a peak: `peak_tflops` > 0 gives it,
-  // else `measure_peak` times a matmul at start; neither: no MFU.
+  // else `measure_peak` times a matmul at start; neither: no MFU. The
+  // roofline also needs the memory bandwidth: `peak_gbs` > 0 gives it (GB/s),
+  // else `measure_peak` times a copy.
   TraceRecorder* trace = nullptr;
   double peak_tflops = 0;
+  double peak_gbs = 0;
   bool measure_peak = false;
 };
 
@@ -85,7 +88,7 @@ struct RankerTrainResult {
   // grad_staging_peak_bytes at once.
   int64_t dense_grad_bytes = 0;
   int64_t grad_staging_peak_bytes = 0;
-  std::filesystem::path checkpoint;  // the last checkpoint written
+  std::filesystem::path checkpoint;  // the last checkpoint written, or the one resumed from
   // Wall seconds of this process by phase: data_wait (blocked on the input
   // pipeline), forward, backward, sync (waiting for gradient exchange that
   // backward did not hide; several ranks only), optimizer (finiteness
