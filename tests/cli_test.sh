@@ -193,6 +193,30 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   expect 0 "rank 0: torchrun: rank 0/2" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
     MASTER_PORT=$port "$bin" "${dist_args[@]}" --set train.steps=20 --run-dir "$tmp/tr"
   expect 2 "rank 0 of a torchrun job has no --run-dir" -- env RANK=0 WORLD_SIZE=2 "$bin" "${dist_args[@]}"
+  # Rank 0 serves the store on MASTER_ADDR only: 127.0.0.1 is not every interface.
+  port2=$((port + 2)); hex=$(printf '%04X' "$port2")
+  (RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port2 "$bin" "${dist_args[@]}" \
+    --set train.steps=20 --run-dir "$tmp/bind" >/dev/null 2>&1 &)
+  for _ in $(seq 100); do grep -q ":$hex .* 0A " /proc/net/tcp && break; sleep 0.1; done
+  if grep -q "0100007F:$hex .* 0A " /proc/net/tcp && ! grep -q "00000000:$hex .* 0A " /proc/net/tcp; then
+    echo "ok: the store listens on 127.0.0.1 only"
+  else
+    echo "FAIL: the store does not listen on 127.0.0.1 alone"; grep ":$hex " /proc/net/tcp
+    failures=$((failures + 1))
+  fi
+  pkill -f "$tmp/bind" 2>/dev/null
+  # A store other hosts can reach needs the job token, even on one host.
+  lan=$(ip -4 -o addr show scope global 2>/dev/null | awk '{sub("/.*", "", $4); print $4; exit}')
+  if [ -n "$lan" ]; then
+    (RANK=1 WORLD_SIZE=2 MASTER_ADDR=$lan MASTER_PORT=$((port + 3)) "$bin" "${dist_args[@]}" \
+      --set train.steps=20 --run-dir "$tmp/open" >/dev/null 2>&1 &)
+    expect 2 "reachable from other hosts, and the job has no token" -- env RANK=0 WORLD_SIZE=2 \
+      MASTER_ADDR="$lan" MASTER_PORT=$((port + 3)) "$bin" "${dist_args[@]}" --set train.steps=20 \
+      --run-dir "$tmp/open"
+    pkill -f "$tmp/open" 2>/dev/null
+  else
+    echo "skip: no non-loopback address for the token check"
+  fi
   # torchrun itself (torch 2.11's, from the project's venv), its agent
   # serving the store: the same run, bitwise, as our launcher's.
   py="${TOPSPIN_PYTHON:-$src/.venv/bin/python}"

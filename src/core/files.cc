@@ -67,11 +67,14 @@ void WriteAll(int fd, const void* data, size_t size, const fs::path& path) {
 // ---- MmapFile -------------------------------------------------------------
 
 MmapFile::MmapFile(const fs::path& path) : path_(path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw SystemError("cannot open for reading", path.string(), errno);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw SystemError("cannot stat", path.string(), errno);
-  if (!S_ISREG(st.st_mode)) throw IoError("not a regular file", ErrorWhere{.file = path.string()});
+  if (!S_ISREG(st.st_mode)) {
+    throw IoError("not a regular file", ErrorWhere{.file = path.string()},
+                  "pass a regular file, not a directory, pipe or device");
+  }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ == 0) return;
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);

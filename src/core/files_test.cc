@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "core/test_util.h"
@@ -92,6 +93,23 @@ TEST(MmapFile, MapsContentAndEmptyFiles) {
   EXPECT_EQ(MmapFile(dir / "empty").size(), 0u);
   EXPECT_THROW(MmapFile(dir / "missing"), Error);
   EXPECT_THROW(MmapFile(dir.path()), Error);  // a directory
+}
+
+TEST(MmapFile, APipeOrDeviceIsRefusedWithoutHanging) {
+  testing::TempDir dir;
+  const auto fifo = dir / "input.csv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);  // no writer: a blocking open would wait forever
+  for (const std::filesystem::path& special : {fifo, std::filesystem::path("/dev/null")}) {
+    try {
+      MmapFile f(special);
+      FAIL() << special << " mapped";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kIo);
+      EXPECT_EQ(e.Message(), special.string() +
+                                 ": not a regular file; hint: pass a regular file, not a "
+                                 "directory, pipe or device");
+    }
+  }
 }
 
 TEST(AtomicDirectory, AppearsOnlyOnCommit) {

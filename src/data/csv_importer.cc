@@ -88,9 +88,10 @@ void CsvRecordParser::Parse(const InputFile& file, const ByteRange& range, Parse
       continue;
     }
     for (auto& column : out->columns) column.Truncate(rows);
-    // A sampler ignores bad rows (the import reports them). Skipping by quote
-    // parity keeps the sample independent of how the input was cut.
-    if (!sampling_) Report(*failure, cur, start, &out->skipped);
+    // A sampler counts bad rows (the import reports them) and stops only
+    // at a quote left open across lines. Skipping by quote parity keeps the
+    // sample independent of how the input was cut.
+    Report(*failure, cur, start, &out->skipped);
     cur.SkipRecord(start);
   }
 }
@@ -385,6 +386,22 @@ std::vector<CsvColumn> InferColumns(const std::vector<std::string>& names,
   }
   const CsvRecordParser sampler = CsvRecordParser::Sampler(text_columns);
   ParsedRows sample = ParseFirstRows(sampler, files, ranges, text_schema, options.infer_rows);
+  // Nothing to infer from: say why, before a type inferred from nothing
+  // (float32) makes a misleading error elsewhere.
+  const bool all_given = std::all_of(given.begin(), given.end(),
+                                     [](const std::optional<DType>& d) { return d.has_value(); });
+  if (sample.rows() == 0 && !all_given && sample.skipped.rows > 0) {
+    // Every sampled row is bad: parsing them again strictly throws the
+    // first one's error, with its line, column and hint.
+    const CsvRecordParser strict(text_columns, OnError::kFail, 0);
+    ParseFirstRows(strict, files, ranges, text_schema, options.infer_rows);
+  }
+  if (sample.rows() == 0 && !all_given) {
+    throw DataError("the file has a header but no data rows: nothing to import",
+                    ErrorWhere{.file = files.front().name(), .line = 2},
+                    "add rows, or pass --columns with every column's type to write an empty "
+                    "dataset");
+  }
   std::vector<CsvColumn> columns;
   for (size_t c = 0; c < names.size(); ++c) {
     const DType dtype = given[c] ? *given[c] : InferType(sample.columns[c].Build());

@@ -151,18 +151,35 @@ TEST(CsvImporter, NonUtf8InAStringColumnIsAnErrorOrSkipped) {
   EXPECT_THAT(importer->skipped().examples[0], HasSubstr("g.csv:3:6"));
 }
 
-TEST(CsvImporter, EmptyFileIsAnErrorHeaderOnlyIsEmpty) {
+TEST(CsvImporter, EmptyFileAndHeaderOnlyAreErrorsUnlessEveryTypeIsGiven) {
   testing::TempDir dir;
   const Error e = ErrorOf([&] { ImportText(dir, ""); });
   EXPECT_EQ(e.kind(), ErrorKind::kData);
   EXPECT_THAT(e.Message(), HasSubstr((dir / "f.csv").string() + ":1: the file is empty"));
   EXPECT_EQ(ErrorOf([&] { ImportText(dir, "\xEF\xBB\xBF"); }).kind(), ErrorKind::kData);
+  // Types inferred from no value would make misleading errors later.
+  EXPECT_THAT(ErrorText(dir, "a,b\r\n"),
+              HasSubstr(":2: the file has a header but no data rows: nothing to import"));
 
-  const Imported got = ImportText(dir, "a,b\r\n");
+  ImportOptions typed = Csv();
+  typed.column_types = {{"a", DType::kInt64}, {"b", DType::kFloat32}};
+  const Imported got = ImportText(dir, "a,b\r\n", typed);
   EXPECT_EQ(got.table.rows(), 0u);
   EXPECT_EQ(got.chunks.size(), 0u);
   EXPECT_EQ(got.table.schema(),
-            (std::vector<ColumnSpec>{{"a", DType::kFloat32}, {"b", DType::kFloat32}}));
+            (std::vector<ColumnSpec>{{"a", DType::kInt64}, {"b", DType::kFloat32}}));
+}
+
+TEST(CsvImporter, InferenceReportsTheRealErrorOfBadFirstRows) {
+  testing::TempDir dir;
+  // A quote left open runs to the end of the file: that, not a type.
+  EXPECT_THAT(ErrorText(dir, "qid,label,f1\n1,1,\"abc\n1,0,2\n"),
+              HasSubstr(":2:5: a quoted field is never closed"));
+  // Every sampled row is bad: the first one's error.
+  const Error e = ErrorOf([&] { ImportText(dir, "a,b\n1,2,3\n4,5,6\n"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kData);
+  EXPECT_EQ(e.where().line, 2);
+  EXPECT_THAT(e.Message(), HasSubstr("expected 2 fields (as in the header), got 3"));
 }
 
 TEST(CsvImporter, HeaderProblems) {

@@ -253,12 +253,20 @@ std::vector<JsonColumn> InferColumns(const std::vector<InputFile>& files,
   std::vector<std::string> order;
   std::map<std::string, KeySample> samples;
   size_t rows = 0;
+  std::optional<RowFailure> first_bad;  // the first sampled line that is not an object
   for (const auto& range : ranges) {
     if (rows >= options.infer_rows) break;
-    ForEachLine(files[range.file].text(), range, [&](std::string_view line, int64_t) {
+    const std::string& file = files[range.file].name();
+    ForEachLine(files[range.file].text(), range, [&](std::string_view line, int64_t number) {
       if (IsBlank(line)) return true;
       Json row;
-      if (ParseJsonLine(line, {}, &row) || !row.is_object()) return true;  // reported later
+      const ErrorWhere where{.file = file, .line = number};
+      auto failure = ParseJsonLine(line, where, &row);
+      if (!failure) failure = NotAnObject(row, where);
+      if (failure) {  // reported by the import, unless no line is good
+        if (!first_bad) first_bad = std::move(failure);
+        return true;
+      }
       for (auto it = row.begin(); it != row.end(); ++it) {
         auto [entry, added] = samples.try_emplace(it.key());
         if (added) order.push_back(it.key());
@@ -267,6 +275,8 @@ std::vector<JsonColumn> InferColumns(const std::vector<InputFile>& files,
       return ++rows < options.infer_rows;
     });
   }
+  // No good line to infer from: the first bad one's error, not "no keys".
+  if (rows == 0 && first_bad) throw first_bad->error;
   for (const auto& [name, dtype] : options.column_types) {
     if (dtype == DType::kTokensU16 || dtype == DType::kTokensU32) {
       throw ConfigError(

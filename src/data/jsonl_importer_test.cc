@@ -128,6 +128,18 @@ TEST(JsonlImporter, EmptyInputIsAnError) {
   EXPECT_THAT(ErrorText(dir, "\n  \n"), HasSubstr("no keys in the first"));
 }
 
+TEST(JsonlImporter, NoGoodSampledLineReportsTheFirstBadOne) {
+  testing::TempDir dir;
+  const std::string f = (dir / "f.jsonl").string();
+  const Error e = ErrorOf([&] { ImportText(dir, "\n{\"a\":\n{\"b\"\n"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kData);
+  EXPECT_EQ(e.where().file, f);
+  EXPECT_EQ(e.where().line, 2);
+  EXPECT_THAT(e.Message(), HasSubstr("invalid JSON"));
+  EXPECT_THAT(ErrorText(dir, "7\n[1]\n"),
+              HasSubstr(f + ":1: the line holds \"7\", not a JSON object"));
+}
+
 TEST(JsonlImporter, ParallelParseEqualsSerialParse) {
   testing::TempDir dir;
   std::string text;

@@ -1,9 +1,15 @@
 #include "topspin/ddp/comm.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <random>
 
 #include <fmt/format.h>
@@ -75,8 +81,13 @@ std::string Proof(const std::string& token, const std::string& nonce, int rank) 
 // the verdict and fail together when one rank is refused.
 void CheckToken(c10d::Store& store, const LaunchEnv& env, const std::string& token) {
   if (token.empty()) {
-    throw DistError("the job spans hosts but has no job token", "TOPSPIN_JOB_TOKEN",
-                    "set TOPSPIN_JOB_TOKEN (the same secret on every host) or dist.token_file");
+    throw DistError(
+        fmt::format("the job's store ({}:{}) is reachable from other hosts, and the job has no "
+                    "token",
+                    env.master_addr, env.master_port),
+        "TOPSPIN_JOB_TOKEN",
+        "set TOPSPIN_JOB_TOKEN (the same secret on every rank) or dist.token_file; or, on one "
+        "host, MASTER_ADDR=127.0.0.1");
   }
   if (env.rank == 0) {
     std::random_device rd;
@@ -106,6 +117,70 @@ void CheckToken(c10d::Store& store, const LaunchEnv& env, const std::string& tok
   }
 }
 
+bool AgentStore() {
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  return agent != nullptr && std::string(agent) == "True";
+}
+
+// The addresses `host` resolves to (numeric, or by name), for TCP.
+struct Resolved {
+  explicit Resolved(const std::string& host, int port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &list);
+    if (rc != 0) {
+      throw DistError(fmt::format("cannot resolve MASTER_ADDR {}: {}", host, ::gai_strerror(rc)),
+                      "MASTER_ADDR", "set MASTER_ADDR to rank 0's host name or IP address");
+    }
+  }
+  ~Resolved() { ::freeaddrinfo(list); }
+  Resolved(const Resolved&) = delete;
+  Resolved& operator=(const Resolved&) = delete;
+  addrinfo* list = nullptr;
+};
+
+// True when every address of `host` is a loopback one: a store there is
+// out of reach of other hosts.
+bool IsLoopback(const std::string& host, int port) {
+  const Resolved r(host, port);
+  for (const addrinfo* a = r.list; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      if ((ntohl(in->sin_addr.s_addr) >> 24) != 127) return false;
+    } else if (a->ai_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
+      if (!IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return false;
+    }
+  }
+  return true;
+}
+
+// A listening socket on `host`:`port` only (not every interface), handed
+// to the TCP store's server.
+int ListenOn(const std::string& host, int port) {
+  const Resolved r(host, port);
+  int err = EADDRNOTAVAIL;
+  for (const addrinfo* a = r.list; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) return fd;
+    err = errno;
+    ::close(fd);
+  }
+  throw DistError(fmt::format("rank 0 cannot serve the store on {}:{}: {}", host, port,
+                              std::strerror(err)),
+                  "MASTER_ADDR",
+                  err == EADDRINUSE ? "another job uses the port: set another MASTER_PORT"
+                                    : "MASTER_ADDR must be an address of rank 0's host");
+}
+
 c10::intrusive_ptr<c10d::Store> MakeStore(const LaunchEnv& env, const CommOptions& o) {
   if (!o.file_store.empty()) {
     auto store = c10::make_intrusive<c10d::FileStore>(o.file_store.string(), env.world_size);
@@ -114,8 +189,10 @@ c10::intrusive_ptr<c10d::Store> MakeStore(const LaunchEnv& env, const CommOption
   }
   c10d::TCPStoreOptions t;
   t.port = static_cast<uint16_t>(env.master_port);
-  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-  t.isServer = env.rank == 0 && !(agent != nullptr && std::string(agent) == "True");
+  t.isServer = env.rank == 0 && !AgentStore();
+  // The server listens on MASTER_ADDR alone: 127.0.0.1 keeps the store on
+  // this host.
+  if (t.isServer) t.masterListenFd = ListenOn(env.master_addr, env.master_port);
   t.numWorkers = static_cast<size_t>(env.world_size);
   t.waitWorkers = false;
   t.timeout = o.timeout;
@@ -242,7 +319,12 @@ std::unique_ptr<Comm> Comm::Connect(const LaunchEnv& env, const CommOptions& opt
           : fmt::format("the file store {}", options.file_store.string());
   Guard(fmt::format("joining {}", where), env.rank, [&] {
     impl->store = MakeStore(env, options);
-    if (env.num_nodes > 1) CheckToken(*impl->store, env, options.token);
+    // The token guards every store another host can reach: several
+    // nodes, or one node whose store listens on a non-loopback address.
+    const bool reachable =
+        env.num_nodes > 1 || (options.file_store.empty() && !AgentStore() &&
+                              !IsLoopback(env.master_addr, env.master_port));
+    if (reachable) CheckToken(*impl->store, env, options.token);
     auto pg_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     pg_options->devices = {MakeDevice(env)};
     pg_options->threads = 2;
