@@ -267,6 +267,26 @@ PY
   else
     echo "FAIL: killed rank: exit $rc"; tail -5 "$tmp/dpk.log"; failures=$((failures + 1))
   fi
+  # A stalled rank (SIGSTOP) fails the job within one timeout (5 s here;
+  # no grace is waited out for a stopped process), and it is the rank named.
+  "$bin" "${dist_args[@]}" --set train.steps=1000000 --set dist.timeout_s=5 --nproc 2 \
+    --run-dir "$tmp/dpstop" >"$tmp/dpstop.log" 2>&1 &
+  launcher=$!
+  sleep 4
+  stalled=$(pgrep -P "$launcher" | tail -1)
+  stopped_at=$(date +%s)
+  kill -STOP "$stalled"
+  wait "$launcher"
+  rc=$?
+  took=$(( $(date +%s) - stopped_at ))
+  if [ "$rc" -ne 0 ] && [ "$took" -le 9 ] &&
+     grep -qE "the job failed: rank [01] was stopped \(SIGSTOP" "$tmp/dpstop.log" &&
+     ! pgrep -f "$tmp/dpstop" >/dev/null; then
+    echo "ok: a stopped rank fails the job in ${took} s, named"
+  else
+    echo "FAIL: stopped rank: exit $rc after ${took} s"; tail -5 "$tmp/dpstop.log"
+    failures=$((failures + 1))
+  fi
 
   # SIGINT to the launcher: every rank stops after the same step, rank 0
   # checkpoints it, the launcher exits 130 and says how to continue.

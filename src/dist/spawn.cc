@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <utility>
 
@@ -504,7 +505,31 @@ void Supervisor::OnRankExit(const RankProcess& rank, int status) {
                 DescribeExit(rank.global_rank, status));
 }
 
+// True when `pid` is stopped (SIGSTOP, SIGTSTP) or traced: the third
+// field of /proc/<pid>/stat is T or t.
+bool IsStopped(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  std::getline(in, stat);
+  const auto close = stat.rfind(')');  // the command name may hold spaces
+  return close != std::string::npos && close + 2 < stat.size() &&
+         (stat[close + 2] == 'T' || stat[close + 2] == 't');
+}
+
 void Supervisor::RecordFailure(int rank, int exit_code, std::string cause) {
+  // A rank that was stopped answers no collective: the others time out and
+  // exit first, but the stopped one is the job's failure.
+  for (const RankProcess& other : ranks_) {
+    if (other.running && other.global_rank != rank && IsStopped(other.pid)) {
+      cause = fmt::format("rank {} was stopped (SIGSTOP or a debugger) and stopped answering; "
+                          "then {}",
+                          other.global_rank, cause);
+      rank = other.global_rank;
+      // Stopped, it cannot act on SIGTERM: no grace to wait out.
+      ::kill(other.pid, SIGKILL);
+      break;
+    }
+  }
   result_.failed_rank = rank;
   result_.exit_code = exit_code;
   result_.cause = std::move(cause);

@@ -219,6 +219,21 @@ TEST(SpawnAndSupervise, RankKilledBySignalIsNamed) {
   EXPECT_TRUE(ProcessGone(dir / "pid.0"));
 }
 
+TEST(SpawnAndSupervise, AStoppedRankIsNamedNotTheOneThatTimedOutWaitingForIt) {
+  const testing::TempDir dir;
+  // Rank 1 stops (as SIGSTOP would); rank 0 gives up on it, as a
+  // collective's timeout would, and exits first.
+  const SpawnResult result = SpawnAndSupervise(
+      Sh(RecordPid(dir) + "if [ $RANK = 1 ]; then kill -STOP $$; fi; " + AwaitPids(dir, {1}) +
+             "until grep -q ') [Tt] ' /proc/$(cat " + (dir / "pid.1").string() +
+             ")/stat; do sleep 0.02; done; exit 2",
+         2));
+  EXPECT_EQ(result.failed_rank, 1);
+  EXPECT_THAT(result.cause, HasSubstr("rank 1 was stopped (SIGSTOP or a debugger) and stopped "
+                                      "answering; then rank 0 exited with status 2"));
+  EXPECT_TRUE(ProcessGone(dir / "pid.1"));  // killed after the grace, stopped or not
+}
+
 TEST(SpawnAndSupervise, RankIgnoringSigtermIsKilledAfterGrace) {
   const testing::TempDir dir;
   SpawnOptions options = Sh("if [ $RANK = 1 ]; then " + AwaitPids(dir, {0}) +
