@@ -38,6 +38,11 @@ std::filesystem::path CreateRunDirectory(const fs::path& parent, const std::stri
       WriteFileAtomic(dir / "config.hash", config.Hash() + "\n");
       return dir;
     }
+    if (errno == ENAMETOOLONG) {
+      throw ConfigError(fmt::format("run name \"{}\" is too long for a directory name ({} bytes)",
+                                    name, name.size()),
+                        ErrorWhere{.field = "run.name"}, "choose a run.name under 200 bytes");
+    }
     if (errno != EEXIST) {
       throw SystemError("cannot create run directory", dir.string(), errno,
                         "set run.dir to a writable directory");

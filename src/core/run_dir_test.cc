@@ -38,6 +38,19 @@ TEST(RunDir, RejectsNamesWithSlashes) {
   EXPECT_THROW(CreateRunDirectory(tmp.path(), "", config), Error);
 }
 
+TEST(RunDir, AnOverlongNameIsAConfigErrorAboutTheName) {
+  testing::TempDir tmp;
+  const Config config = Config::Defaults({}, TopspinSchema());
+  try {
+    CreateRunDirectory(tmp.path(), std::string(300, 'r'), config);
+    FAIL() << "a 300-byte directory name";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    EXPECT_EQ(e.where().field, "run.name");
+    EXPECT_THAT(e.Message(), ::testing::HasSubstr("is too long for a directory name (300 bytes)"));
+  }
+}
+
 TEST(RunDirLock, ASecondHolderIsRefusedByPidUntilTheFirstLetsGo) {
   testing::TempDir tmp;
   std::optional<RunDirLock> first(std::in_place, tmp.path());
