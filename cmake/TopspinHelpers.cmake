@@ -63,7 +63,10 @@ function(topspin_add_test name)
   # Listing a test binary loads LibTorch's ~1 GB of libraries: from a cold
   # page cache on a busy 2-core machine that takes longer than the 5 s
   # default.
+  # DdpRank.* and DataParallelRank.* are the worker entry points that
+  # multi-process tests spawn (with --gtest_filter): not tests of their own.
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120
+    TEST_FILTER "-DdpRank.*:DataParallelRank.*"
     PROPERTIES ENVIRONMENT "TOPSPIN_TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp")
   # The interpreter tests that run Python use unless TOPSPIN_PYTHON says
   # otherwise: the venv's (torch, tensorboard), else python3.
