@@ -540,6 +540,12 @@ class Trainer {
         MetricValues record = {{"loss", result_.last_loss},
                                {"lr", schedule_.At(step_ - 1)},
                                {"skipped_steps", double(result_.skipped_steps)}};
+        // The window's mean global gradient norm, before clipping.
+        if (window_grad_steps_ > 0) {
+          record["grad_norm"] = window_grad_norm_ / double(window_grad_steps_);
+        }
+        window_grad_norm_ = 0;
+        window_grad_steps_ = 0;
         const double paused = WindowPhases(window_phases, secs, window_steps, record);
         record["docs_per_s"] = double(window_docs) / std::max(1e-9, secs - paused);
         window_stage_busy = WindowStages(window_stage_busy, secs, record);
@@ -812,8 +818,9 @@ class Trainer {
       ++result_.skipped_steps;
       if (++bad_in_a_row_ >= config_.GetInt("train.max_bad_steps")) {
         throw DataError(fmt::format("training diverged: {} steps in a row had a non-finite loss "
-                                    "or gradient (last at step {})",
-                                    bad_in_a_row_, step_),
+                                    "or gradient (last at step {}: loss {}, {} non-finite "
+                                    "gradient elements, gradient norm {})",
+                                    bad_in_a_row_, step_, loss, bad, std::sqrt(sq)),
                         ErrorWhere{.field = "train.max_bad_steps"},
                         "lower optim.lr or optim.sparse_lr, or set optim.clip_norm");
       }
@@ -826,6 +833,8 @@ class Trainer {
     bad_in_a_row_ = 0;
     const double clip = config_.GetFloat("optim.clip_norm");
     const double norm = std::sqrt(sq);
+    window_grad_norm_ += norm;  // before clipping
+    ++window_grad_steps_;
     if (clip > 0 && norm > clip) {
       const double scale = clip / (norm + 1e-6);
       dense.mul_(scale);
@@ -993,6 +1002,8 @@ class Trainer {
   int zero_ = 0;                                // dist.zero with several ranks, else 0
   int64_t shard_offset_ = 0, shard_numel_ = 0;  // this rank's dense optimizer shard
   std::vector<int64_t> table_rows_;
+  double window_grad_norm_ = 0;  // sum over the log window's finite steps
+  int64_t window_grad_steps_ = 0;
   int64_t docs_per_rank_ = 0;
   bool stop_ = false;
   TraceRecorder* trace_ = nullptr;  // options_.trace

@@ -107,6 +107,11 @@ TEST(RankerTrainer, LearnsLogsEvaluatesAndCheckpoints) {
       for (const auto& phase : ProfilePhases()) EXPECT_TRUE(j.contains("phase_ms/" + phase)) << phase;
       EXPECT_GT(j["phase_ms/forward"].get<double>(), 0);
       EXPECT_GT(j["phase_ms/backward"].get<double>(), 0);
+      // The window's learning rate and mean gradient norm.
+      EXPECT_GT(j["lr"].get<double>(), 0);
+      ASSERT_TRUE(j.contains("grad_norm"));
+      EXPECT_GT(j["grad_norm"].get<double>(), 0);
+      EXPECT_TRUE(std::isfinite(j["grad_norm"].get<double>()));
       for (const char* stage : {"read", "decode", "transform", "assemble"}) {
         const std::string key = std::string("loader_busy/") + stage;
         ASSERT_TRUE(j.contains(key)) << key;
