@@ -4,6 +4,7 @@
 #   make          release build into build/
 #   make test     build, then every test (ctest); non-zero exit on any failure
 #   make build-notorch  the CLI without LibTorch (CI builds it too)
+#   make install  the binary into PREFIX/bin (default /usr/local)
 #   make demo     the main job on the embedded default config
 #   make bench    the named benchmarks, each against its peer in the same run
 #   make asan     AddressSanitizer + UBSan build and tests of the modules without LibTorch,
@@ -19,7 +20,7 @@ FUZZ_SECONDS ?= 30
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all build build-notorch deps deps-bench deps-dev deps-fuzz test demo bench asan tsan fuzz format tidy clean
+.PHONY: all build build-notorch install deps deps-bench deps-dev deps-fuzz test demo bench asan tsan fuzz format tidy clean
 
 all: build
 
@@ -43,6 +44,11 @@ build: deps $(BUILD_DIR)/build.ninja
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# Installs build/topspin into $(PREFIX)/bin (default /usr/local).
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 # The CLI without LibTorch (what make asan, tsan and fuzz configure): CI
 # builds it so the torch-free configuration cannot stop compiling.

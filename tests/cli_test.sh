@@ -33,6 +33,7 @@ expect 2 "bogus" -- "$bin" version --bogus
 expect 2 "log-level" -- "$bin" --log-level loud version
 expect 0 "libtorch" -- "$bin" version
 
+expect 0 "^topspin [0-9]+\.[0-9]+" -- "$bin" --version
 # config check refuses what training would: layer widths are checked on load.
 expect 2 '"model.top": "abc" is not a layer width' -- "$bin" config check --set model.top=64,abc
 # A typo in a config: exit 2, the message names the key, line and intended key.

@@ -112,7 +112,11 @@ PreparedRun PrepareRunDir(const TrainArgs& args, const Config& config, bool lock
   run.dir = args.run_dir;
   fs::create_directories(run.dir);  // a filesystem_error is a user error naming the path
   if (lock) run.lock = std::make_unique<RunDirLock>(run.dir);
-  WriteFileAtomic(run.dir / "config.yaml", config.ToYaml());
+  // A resumed run keeps the config.yaml it started with: a resume the
+  // trainer refuses (another config) must not overwrite it.
+  if (args.resume.empty() || !fs::exists(run.dir / "config.yaml")) {
+    WriteFileAtomic(run.dir / "config.yaml", config.ToYaml());
+  }
   return run;
 }
 

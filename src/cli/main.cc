@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_request.h"
+#include "topspin/build_info.h"
 #include "topspin/core/error.h"
 #include "topspin/core/log.h"
 #include "topspin/core/strings.h"
@@ -49,6 +50,8 @@ int main(int argc, char** argv) {
       "Run `topspin <command> --help` for a command's options.",
       "topspin"};
   app.require_subcommand(1, 1);
+  app.set_version_flag("--version", std::string("topspin ") + build::kVersion,
+                       "print the version and exit (`topspin version` says more)");
   app.fallthrough();
   InitLogging("info");
   app.add_option_function<std::string>(
@@ -78,6 +81,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "topspin: %s\nRun `topspin --help` for usage.\n", e.what());

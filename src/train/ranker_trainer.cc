@@ -109,6 +109,32 @@ void CheckModelFitsInMemory(const Config& config, const RankerOptions& o,
             : "use narrower layers (model.top, model.bottom)");
 }
 
+// The hashed keys whose values differ between two CanonicalText()s:
+// "model.top is 32 in the checkpoint and 64 here; optim.lr ...".
+std::string DescribeConfigDifference(const std::string& saved, const std::string& now) {
+  const auto parse = [](const std::string& text) {
+    std::map<std::string, std::string> values;
+    for (const std::string& line : Split(text, '\n')) {
+      const auto eq = line.find('=');
+      if (eq != std::string::npos) values[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return values;
+  };
+  const auto a = parse(saved), b = parse(now);
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : a) {
+    const auto it = b.find(key);
+    const std::string here = it == b.end() ? "unset" : it->second;
+    if (here != value) {
+      parts.push_back(fmt::format("{} is {} in the checkpoint and {} here", key, value, here));
+    }
+  }
+  for (const auto& [key, value] : b) {
+    if (!a.contains(key)) parts.push_back(fmt::format("{} is new here ({})", key, value));
+  }
+  return Join(parts, "; ");
+}
+
 // Refuses labels the loss cannot learn from, by the training data's label
 // statistics: infinite ones always; outside [0, 31] for the losses that
 // turn graded relevance into gains 2^label - 1; outside [0, label_max] for
@@ -927,6 +953,7 @@ class Trainer {
     nlohmann::json meta{
         {"step", step_},
         {"config_hash", config_.Hash()},
+        {"config", config_.CanonicalText()},
         {"pipeline", {{"seed", ps.seed}, {"epoch", ps.epoch}, {"next_batch", ps.next_batch}}},
         {"dense_steps", dense_opt_->steps()},
         {"skipped_steps", result_.skipped_steps},
@@ -956,8 +983,12 @@ class Trainer {
     const auto meta = nlohmann::json::parse(c.meta_json);
     if (meta.at("config_hash").get<std::string>() != config_.Hash()) {
       throw ConfigError(
-          fmt::format("checkpoint {} was written with config hash {}, this run has {}",
-                      c.dir.string(), meta.at("config_hash").get<std::string>(), config_.Hash()),
+          fmt::format("checkpoint {} was written with config hash {}, this run has {}{}",
+                      c.dir.string(), meta.at("config_hash").get<std::string>(), config_.Hash(),
+                      meta.contains("config")
+                          ? ": " + DescribeConfigDifference(meta.at("config").get<std::string>(),
+                                                            config_.CanonicalText())
+                          : std::string()),
           ErrorWhere{.file = c.dir.string()},
           "resume with the run's config (its config.yaml); `topspin config hash` "
           "shows what a config hashes to");

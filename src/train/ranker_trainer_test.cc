@@ -147,6 +147,10 @@ TEST(RankerTrainer, ResumedRunIsBitwiseIdentical) {
     FAIL() << "resumed with another config";
   } catch (const Error& e) {
     EXPECT_NE(e.Message().find("config hash"), std::string::npos) << e.Message();
+    // ...naming each key that differs.
+    EXPECT_NE(e.Message().find("optim.lr is 0.003 in the checkpoint and 0.01 here"),
+              std::string::npos)
+        << e.Message();
   }
 }
 
