@@ -169,6 +169,8 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   grep -q '"ndcg@10"' "$tmp/e.json" && echo "ok: eval json" || { echo "FAIL: eval json"; failures=$((failures + 1)); }
   expect 0 "step 39" -- "$bin" eval "$tmp/straight/checkpoints/step-39" --data "$tmp/ds"
   expect 2 "config.yaml" -- "$bin" eval "$tmp"
+  mkdir -p "$tmp/fresh" && cp "$tmp/straight/config.yaml" "$tmp/fresh/"
+  expect 2 "has no checkpoint yet" -- "$bin" eval "$tmp/fresh" --data "$tmp/ds"
 
   # profile: a config measured (phase table, bound, trace), and a run's profile.json.
   expect 0 "bound +(compute|host|memory|collectives): " -- "$bin" profile "$src/configs/ranker-shop.yaml" \

@@ -34,6 +34,14 @@ struct EvalArgs {
 // The config.yaml of the run that holds `path` (a run directory or one of
 // its checkpoints/step-N directories).
 fs::path RunConfigOf(const fs::path& path) {
+  // A run directory (it holds config.yaml) that has not checkpointed yet.
+  if (fs::exists(path / "config.yaml") && !fs::is_directory(path / "checkpoints")) {
+    throw Error(ErrorKind::kUsage,
+                "the run has no checkpoint yet: there is no model to evaluate",
+                {.file = path.string()},
+                "let it train to train.checkpoint_every, or stop it with Ctrl-C (it "
+                "checkpoints), then run eval again");
+  }
   const fs::path dir = fs::is_directory(path / "checkpoints") ? path : path.parent_path().parent_path();
   const fs::path config = dir / "config.yaml";
   if (!fs::exists(config)) {
