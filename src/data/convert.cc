@@ -174,7 +174,10 @@ Manifest Convert(const std::vector<std::filesystem::path>& inputs, const ImportO
           fmt::format("the group column \"{}\" is {}; it must be int64 or string",
                       options.group_column, DTypeName(dtype)),
           ErrorWhere{.field = "group_column"},
-          fmt::format("pass --columns {0}:int64 (or {0}:string)", options.group_column));
+          fmt::format("pass --columns {0}:string (ids as text, whatever their length) or "
+                      "{0}:int64 (integers that fit in 64 bits); a number type is inferred "
+                      "when an id has a decimal point or more than 18 digits",
+                      options.group_column));
     }
   }
   writer.schema = schema;

@@ -271,14 +271,27 @@ DType SuggestType(DType dtype, std::string_view text) {
 RowFailure CsvRecordParser::BadValue(const CsvCursor& cur, const CsvField& field, size_t col,
                                      std::string_view text) const {
   const CsvColumn& column = columns_[col];
-  const DType suggest = SuggestType(column.spec.dtype, text);
+  const DType dtype = column.spec.dtype;
+  // An integer too wide for its column: say so, and suggest a wider type
+  // (string for int64, which is where ids that long belong).
+  const std::string_view digits = TrimBlanks(text).substr(
+      !TrimBlanks(text).empty() && (TrimBlanks(text)[0] == '-' || TrimBlanks(text)[0] == '+'));
+  const bool integer = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  const bool too_wide =
+      integer && (dtype == DType::kInt64 || dtype == DType::kInt32 || dtype == DType::kUInt8);
+  const DType suggest = too_wide ? (dtype == DType::kInt64 ? DType::kString : DType::kInt64)
+                                 : SuggestType(dtype, text);
   const std::string origin =
       column.given ? "as given by --columns"
                    : fmt::format("the type inferred from the first {} rows", infer_rows_);
   return RowFailure{
       "bad value",
-      DataError(fmt::format("{} is not {} ({})", QuoteForMessage(text),
-                            DescribeDType(column.spec.dtype), origin),
+      DataError(fmt::format("{} {} ({})", QuoteForMessage(text),
+                            too_wide ? fmt::format("is out of range for {}", DTypeName(dtype))
+                                     : "is not " + DescribeDType(dtype),
+                            origin),
                 cur.Where(field.start, column.spec.name),
                 fmt::format("pass --columns {}:{} to read the column as {}, or --on-error skip "
                             "to drop such rows",

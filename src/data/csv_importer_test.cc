@@ -253,7 +253,14 @@ TEST(CsvImporter, ValueErrorsCountLinesInsideQuotedFields) {
   o.column_types = {{"b", DType::kFloat32}};
   EXPECT_THAT(ErrorText(dir, "a,b\n1,1e50\n", o), HasSubstr("--columns b:float64"));
   o.column_types = {{"b", DType::kInt32}};
-  EXPECT_THAT(ErrorText(dir, "a,b\n1,3000000000\n", o), HasSubstr("is not an integer (int32)"));
+  EXPECT_THAT(ErrorText(dir, "a,b\n1,3000000000\n", o),
+              HasSubstr("\"3000000000\" is out of range for int32 (as given by --columns); hint: "
+                        "pass --columns b:int64"));
+  // An id too long for int64 belongs in a string column.
+  o.column_types = {{"b", DType::kInt64}};
+  EXPECT_THAT(ErrorText(dir, "a,b\n1,99999999999999999999999\n", o),
+              HasSubstr("is out of range for int64 (as given by --columns); hint: pass --columns "
+                        "b:string"));
 }
 
 TEST(CsvImporter, BadQuotingIsAnError) {

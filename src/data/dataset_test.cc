@@ -6,12 +6,16 @@
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include "core/test_util.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
+#include "topspin/core/rng.h"
 #include "topspin/data/column_stats.h"
 
 namespace topspin {
@@ -260,6 +264,50 @@ TEST(Dataset, InterruptedWriterLeavesNoOutput) {
   WriteDataset(SmallOptions(tmp / "ds"), MakeRows(10));
   EXPECT_EQ(DatasetReader(tmp / "ds").manifest().rows(), 10u);
   EXPECT_FALSE(fs::exists(tmp / "ds.incomplete"));
+}
+
+TEST(Dataset, TheFreeSpaceCheckCountsCompressedBytesNotRaw) {
+  // An 8 MiB filesystem and 40 MiB of raw zeros in 10 MiB shards: a raw
+  // shard would not fit, a compressed one does.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
+  testing::TempDir tmp;
+  const fs::path small = tmp / "small";
+  fs::create_directories(small);
+  if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=8m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here";
+  }
+  struct Unmount {
+    fs::path at;
+    ~Unmount() { ::umount(at.c_str()); }
+  } unmount{small};
+  DatasetWriterOptions o;
+  o.out = small / "ds";
+  o.schema = {{"x", DType::kFloat32}};
+  o.shard_bytes = 10 << 20;
+  o.threads = 2;
+  Table t = Table::Empty(o.schema);
+  for (int i = 0; i < (40 << 20) / 4; ++i) t.columns[0].AppendFloat(0);
+  DatasetWriter w(o);
+  w.Append(t);
+  const Manifest m = w.Commit();
+  EXPECT_EQ(m.rows(), uint64_t(40 << 20) / 4);
+  EXPECT_GE(m.shards.size(), 4u);
+  EXPECT_LT(m.bytes(), uint64_t{1} << 20);
+  // Data that does not compress is still refused before the disk fills.
+  DatasetWriterOptions noise = o;
+  noise.out = small / "noise";
+  Table n = Table::Empty(o.schema);
+  PhiloxStream rng(3);
+  for (int i = 0; i < (12 << 20) / 4; ++i) n.columns[0].AppendFloat(rng.NextDouble());
+  try {
+    DatasetWriter nw(noise);
+    nw.Append(n);
+    nw.Commit();
+    FAIL() << "12 MiB of noise fit in 8 MiB";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_THAT(e.Message(), ::testing::HasSubstr("not enough free space"));
+  }
 }
 
 TEST(Dataset, EmptyDatasetCommits) {

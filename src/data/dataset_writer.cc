@@ -5,6 +5,7 @@
 // the options; each shard is written by one task, its per-column statistics
 // are built in row order by other tasks, and results are collected in shard
 // order. So the bytes of every file are the same for any thread count.
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <future>
@@ -16,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "data/row_group_assembler.h"
+#include "data/shard_chunk.h"
 #include "topspin/build_info.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
@@ -184,9 +186,15 @@ struct DatasetWriter::Impl {
     job->row_groups = std::exchange(shard_row_groups, {});
     job->groups = std::exchange(shard_groups, 0);
     job->raw_bytes = std::exchange(shard_raw_bytes, 0);
-    uint64_t pending_bytes = job->raw_bytes + kFreeSpaceMargin;
-    for (const auto& s : in_flight) pending_bytes += s.job->raw_bytes;
-    EnsureFreeSpace(dir.path(), pending_bytes, job->file);
+    // The shards not yet on disk, at the compression they are expected to
+    // get: that of the worst written shard, or before any is written, of
+    // this shard's first row group, plus 10% either way.
+    uint64_t pending_raw = job->raw_bytes;
+    for (const auto& s : in_flight) pending_raw += s.job->raw_bytes;
+    if (shards.empty() && worst_ratio == 0) worst_ratio = SampleRatio(job->row_groups.front());
+    const double ratio = std::min(1.0, 1.1 * worst_ratio);
+    EnsureFreeSpace(dir.path(), uint64_t(double(pending_raw) * ratio) + kFreeSpaceMargin,
+                    job->file);
     Submit(std::move(job));
   }
 
@@ -204,6 +212,11 @@ struct DatasetWriter::Impl {
     InFlightShard s = std::move(in_flight.front());
     in_flight.pop_front();
     shards.push_back(s.entry.get());
+    const ShardEntry& written = shards.back();
+    if (written.raw_bytes > 0) {
+      const double ratio = double(written.bytes) / double(written.raw_bytes);
+      worst_ratio = shards.size() == 1 ? ratio : std::max(worst_ratio, ratio);
+    }
     for (size_t c = 0; c < s.stats.size(); ++c) stats[c].Merge(s.stats[c].get());
   }
 
@@ -219,8 +232,24 @@ struct DatasetWriter::Impl {
     return m;
   }
 
+  // Stored over raw bytes of one row group, encoded as the shard will be.
+  double SampleRatio(const ClosedRowGroup& group) const {
+    if (options.zstd_level == 0 || group.raw_bytes == 0) return 1.0;
+    shard_layout::ChunkEncoder encoder(options.zstd_level);
+    uint64_t stored = 0;
+    for (const Column& column : group.rows.columns) {
+      if (column.size() == 0) continue;
+      ChunkInfo info;
+      stored += encoder.Encode(column, info).size();
+    }
+    return double(stored) / double(group.raw_bytes);
+  }
+
   DatasetWriterOptions options;
   AtomicDirectory dir;
+  // Stored / raw bytes: the worst written shard's, or a sample's before the
+  // first shard is written (0: not known yet).
+  double worst_ratio = 0;
   RowGroupAssembler assembler;
   std::vector<ClosedRowGroup> shard_row_groups;  // of the shard being filled
   uint64_t shard_raw_bytes = 0, shard_groups = 0;
