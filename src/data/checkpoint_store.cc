@@ -14,6 +14,7 @@
 #include "topspin/core/files.h"
 #include "topspin/core/log.h"
 #include "topspin/core/sha256.h"
+#include "topspin/core/strings.h"
 
 namespace topspin {
 namespace {
@@ -338,8 +339,12 @@ std::vector<CheckpointEntry> CheckpointStore::List() const {
 Checkpoint CheckpointStore::Load(uint64_t step) const {
   const fs::path dir = root_ / StepDirName(step);
   if (!fs::is_directory(dir)) {
+    std::vector<std::string> steps;
+    for (const auto& entry : List()) steps.push_back(std::to_string(entry.step));
     throw IoError(fmt::format("no checkpoint for step {}", step), ErrorWhere{.file = dir.string()},
-                  "List() shows the complete checkpoints");
+                  steps.empty() ? fmt::format("{} holds no complete checkpoint", root_.string())
+                                : fmt::format("complete checkpoints in {}: steps {}",
+                                              root_.string(), Join(steps, ", ")));
   }
   Checkpoint c = ManifestReader(dir / kManifestName).Read(step);
   for (const auto& [name, file] : c.files) VerifyFile(c.FilePath(name), file);

@@ -112,6 +112,19 @@ TEST(CheckpointStore, ListsByStepAndLoadsTheLatestWithItsMeta) {
   EXPECT_THROW(store.Load(21), Error);
 }
 
+TEST(CheckpointStore, LoadingAMissingStepListsTheOnesThatExist) {
+  testing::TempDir dir;
+  const CheckpointStore store(dir / "ckpt", {.keep_last = 10});
+  for (uint64_t step : {3, 20}) CommitStep(store, step);
+  try {
+    store.Load(5);
+    FAIL() << "loaded a step that was never written";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.Message(), HasSubstr("no checkpoint for step 5"));
+    EXPECT_THAT(e.hint(), HasSubstr("steps 3, 20"));
+  }
+}
+
 TEST(CheckpointStore, KeepsTheLastK) {
   testing::TempDir dir;
   const CheckpointStore store(dir / "ckpt", {.keep_last = 2});

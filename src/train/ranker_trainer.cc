@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <charconv>
 #include <chrono>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "topspin/core/progress.h"
 #include "topspin/core/strings.h"
 #include "topspin/data/checkpoint_store.h"
+#include "topspin/data/dataset.h"
 #include "topspin/data/manifest.h"
 #include "topspin/data/safetensors.h"
 #include "topspin/ddp/comm.h"
@@ -135,6 +137,32 @@ std::string DescribeConfigDifference(const std::string& saved, const std::string
   return Join(parts, "; ");
 }
 
+// "shard-00002.tshard row 1234 (dataset row 71234) holds 50": the first
+// label outside [lo, hi] (or not finite), for the error that refuses it.
+// Reads only the label column, and only on that error path.
+std::string FirstBadLabel(const std::string& dir, const std::string& column, double lo, double hi) {
+  const DatasetReader reader{fs::path(dir)};
+  uint64_t before = 0;
+  for (size_t s = 0; s < reader.num_shards(); ++s) {
+    const ShardReader& shard = reader.shard(s);
+    const size_t c = shard.ColumnIndex(column);
+    uint64_t in_shard = 0;
+    for (size_t g = 0; g < shard.num_row_groups(); ++g) {
+      const Column labels = shard.ReadChunk(g, c);
+      for (size_t r = 0; r < labels.size(); ++r) {
+        const double y = labels.AsDouble(r);
+        if (labels.IsValid(r) && !(y >= lo && y <= hi)) {
+          return fmt::format("{} row {} (dataset row {}) holds {}",
+                             reader.manifest().shards[s].file, in_shard + r, before + r, y);
+        }
+      }
+      in_shard += labels.size();
+      before += labels.size();
+    }
+  }
+  return "no row found";
+}
+
 // Refuses labels the loss cannot learn from, by the training data's label
 // statistics: infinite ones always; outside [0, 31] for the losses that
 // turn graded relevance into gains 2^label - 1; outside [0, label_max] for
@@ -146,8 +174,9 @@ void CheckLabels(const Manifest& data, const std::string& dir, RankLoss loss) {
   const ErrorWhere where{.file = dir, .field = data.label_column};
   const std::string column = fmt::format("label column \"{}\"", data.label_column);
   if (s.infinite > 0) {
-    throw DataError(fmt::format("the {} holds {} infinite value{}", column, s.infinite,
-                                s.infinite == 1 ? "" : "s"),
+    throw DataError(fmt::format("the {} holds {} infinite value{}; the first: {}", column,
+                                s.infinite, s.infinite == 1 ? "" : "s",
+                                FirstBadLabel(dir, data.label_column, -DBL_MAX, DBL_MAX)),
                     where, "fix the labels and convert the data again");
   }
   if (s.quantiles.empty()) return;  // every label null: imputed 0
@@ -164,8 +193,9 @@ void CheckLabels(const Manifest& data, const std::string& dir, RankLoss loss) {
   if (s.min >= lo && s.max <= hi) return;
   throw DataError(
       fmt::format("the {} ranges from {} to {} (manifest statistics), but model.loss {} needs "
-                  "labels in [{}, {}]: {}",
-                  column, s.min, s.max, RankLossName(loss), lo, hi, why),
+                  "labels in [{}, {}]: {}; the first outside: {}",
+                  column, s.min, s.max, RankLossName(loss), lo, hi, why,
+                  FirstBadLabel(dir, data.label_column, lo, hi)),
       where,
       "map the labels into that range when converting, or choose model.loss ranknet (any "
       "finite label) or mse");

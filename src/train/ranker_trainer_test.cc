@@ -538,6 +538,11 @@ TEST(RankerTrainer, LabelsOutsideTheLossRangeAreRefusedAtStart) {
       EXPECT_NE(e.Message().find("the label column \"label\" ranges from"), std::string::npos)
           << e.Message();
       EXPECT_NE(e.Message().find(std::string("model.loss ") + loss), std::string::npos);
+      // The first offending row: row 0 of the first shard.
+      EXPECT_NE(e.Message().find("the first outside: shard-00000.tshard row 0 (dataset row 0) "
+                                 "holds "),
+                std::string::npos)
+          << e.Message();
     }
   }
   // Pairwise and pointwise regression losses take any finite label.
