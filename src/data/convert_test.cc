@@ -111,7 +111,8 @@ TEST(Convert, LabelAndGroupColumnsMustExist) {
   o.column_types = {{"qid", DType::kFloat32}};
   const Error g = ErrorOf([&] { Convert({in}, o, WriterTo(dir / "out"), false, {}); });
   EXPECT_THAT(g.Message(), HasSubstr("must be int64 or string"));
-  EXPECT_THAT(g.hint(), HasSubstr("--columns qid:int64"));
+  EXPECT_THAT(g.hint(), HasSubstr("--columns qid:string"));
+  EXPECT_THAT(g.hint(), HasSubstr("or qid:int64"));
 }
 
 TEST(Convert, ReportsSkippedRowsAndProgress) {

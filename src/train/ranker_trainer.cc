@@ -425,7 +425,26 @@ void CopyFromCheckpoint(const SafetensorsFile& file, const std::string& name, to
 
 // The name of embedding table c in checkpoints.
 std::string TableName(size_t c) { return fmt::format("table{}", c); }
+// Checkpoints before 2026-12 held the dense parameters as this one flat
+// tensor; they still load.
 constexpr const char* kDenseParams = "dense.params";
+
+// The dense parameters by module name ("dense.top.0.weight" [64, 48]),
+// views of the flat buffer, so any safetensors reader gets them as the
+// model names them. Reading a checkpoint that predates the names, the flat
+// tensor instead.
+std::vector<std::pair<std::string, torch::Tensor>> DenseParamTensors(
+    const FlatParams& flat, const SafetensorsFile* reading = nullptr) {
+  if (reading != nullptr && reading->Find(kDenseParams) != nullptr) {
+    return {{kDenseParams, flat.params()}};
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& slot : flat.slots()) {
+    out.emplace_back("dense." + slot.name,
+                     flat.params().narrow(0, slot.offset, slot.numel).view(slot.shape));
+  }
+  return out;
+}
 constexpr const char* kStatisticsFile = "statistics.json";
 
 class Trainer {
@@ -926,8 +945,10 @@ class Trainer {
 
   // ---- checkpoints ----
 
-  std::vector<std::pair<std::string, torch::Tensor>> StateTensors() {
-    std::vector<std::pair<std::string, torch::Tensor>> out = {{kDenseParams, flat_->params()}};
+  // The checkpoint's tensors, live (`reading`: the file a restore reads).
+  std::vector<std::pair<std::string, torch::Tensor>> StateTensors(
+      const SafetensorsFile* reading = nullptr) {
+    auto out = DenseParamTensors(*flat_, reading);
     const auto dense_state = dense_opt_->state();
     for (size_t i = 0; i < dense_state.size(); ++i) {
       out.emplace_back(fmt::format("dense.opt{}", i), dense_state[i]);
@@ -1024,7 +1045,7 @@ class Trainer {
           "shows what a config hashes to");
     }
     const SafetensorsFile file = SafetensorsFile::Open(c.FilePath("model.safetensors"));
-    for (auto& [name, t] : StateTensors()) {
+    for (auto& [name, t] : StateTensors(&file)) {
       // A sharded optimizer state takes its shard of the whole state saved.
       const bool sharded = zero_ >= 1 && name.starts_with("dense.opt");
       CopyFromCheckpoint(file, name, t, sharded ? shard_offset_ : 0,
@@ -1132,11 +1153,11 @@ RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint
   Ranker ranker(ModelOptions(config, *pipeline));
   ranker.To(TorchDevice(device));
   FlatParams flat(ranker.dense_module());
-  std::vector<std::pair<std::string, torch::Tensor>> tensors = {{kDenseParams, flat.params()}};
+  const SafetensorsFile file = SafetensorsFile::Open(ckpt.FilePath("model.safetensors"));
+  auto tensors = DenseParamTensors(flat, &file);
   for (size_t c = 0; c < ranker.tables().size(); ++c) {
     tensors.emplace_back(TableName(c), ranker.tables()[c]);
   }
-  const SafetensorsFile file = SafetensorsFile::Open(ckpt.FilePath("model.safetensors"));
   for (auto& [name, t] : tensors) CopyFromCheckpoint(file, name, t);
   const RankMetricAccumulator acc = Score(ranker, *pipeline, Precision(config, device), 0, device);
   RankerEvalResult r;

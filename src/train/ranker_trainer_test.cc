@@ -176,7 +176,7 @@ TEST(RankerTrainer, EvaluateScoresACheckpointWithoutTheTrainingData) {
     EvaluateRanker(TestConfig({"model.embedding_dim=4"}), run.path());
     FAIL() << "evaluated with another model";
   } catch (const Error& e) {
-    EXPECT_EQ(e.where().field, "dense.params") << e.Message();
+    EXPECT_EQ(e.where().field, "dense.top.0.weight") << e.Message();
   }
   try {
     EvaluateRanker(TestConfig(), run / "checkpoints");
@@ -285,18 +285,27 @@ RankBytes RankMemory(const fs::path& run, int rank) {
   return out;
 }
 
+// The dense parameters of a checkpoint file, flat: its "dense.<module>"
+// tensors in file order (the flat buffer's), optimizer state left out.
+torch::Tensor DenseFromFile(const SafetensorsFile& file) {
+  std::vector<torch::Tensor> parts;
+  for (const TensorView& v : file.tensors()) {
+    if (!v.name.starts_with("dense.") || v.name.starts_with("dense.opt")) continue;
+    auto t = torch::empty({int64_t(v.bytes.size() / sizeof(float))}, torch::kFloat);
+    std::memcpy(t.data_ptr(), v.bytes.data(), v.bytes.size());
+    parts.push_back(t);
+  }
+  EXPECT_FALSE(parts.empty());
+  return parts.empty() ? torch::Tensor() : torch::cat(parts);
+}
+
 // The flat dense parameters of a run's newest checkpoint.
 torch::Tensor FinalParams(const fs::path& run) {
   const auto c = CheckpointStore(run / "checkpoints").LoadLatest();
   EXPECT_TRUE(c.has_value());
   if (!c) return {};
   const SafetensorsFile file = SafetensorsFile::Open(c->FilePath("model.safetensors"));
-  const TensorView* v = file.Find("dense.params");
-  EXPECT_NE(v, nullptr);
-  if (v == nullptr) return {};
-  auto out = torch::empty({int64_t(v->bytes.size() / sizeof(float))}, torch::kFloat);
-  std::memcpy(out.data_ptr(), v->bytes.data(), v->bytes.size());
-  return out;
+  return DenseFromFile(file);
 }
 
 TEST(RankerTrainer, Zero1MatchesDataParallelBitwiseAndShardsTheState) {
@@ -513,6 +522,44 @@ fs::path WriteLabelled(const fs::path& out, const std::function<double(int)>& la
   w.Append(t);
   w.Commit();
   return out;
+}
+
+TEST(RankerTrainer, CheckpointsNameEachDenseParameterAndOldFlatOnesStillLoad) {
+  testing::TempDir run, old_root;
+  const Config config =
+      TestConfig({"train.steps=10", "train.eval_every=0", "train.checkpoint_every=10"});
+  TrainRanker(config, {.run_dir = run.path()});
+  const Checkpoint real = *CheckpointStore(run / "checkpoints").LoadLatest();
+  const SafetensorsFile file = SafetensorsFile::Open(real.FilePath("model.safetensors"));
+  // Module names and shapes, as torch's named_parameters gives them.
+  EXPECT_EQ(file.Find("dense.params"), nullptr);
+  const TensorView* w = file.Find("dense.top.0.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->shape.size(), 2u);
+  EXPECT_EQ(w->shape[0], 32u);  // model.top 32
+  ASSERT_NE(file.Find("dense.top.0.bias"), nullptr);
+  // The same checkpoint in the flat layout of older runs evaluates the same.
+  const torch::Tensor flat = DenseFromFile(file);
+  std::vector<SafetensorsTensor> tensors = {
+      {"dense.params", SafetensorsDType::kF32, {uint64_t(flat.numel())},
+       std::span<const std::byte>(static_cast<const std::byte*>(flat.data_ptr()), flat.nbytes())}};
+  for (const TensorView& v : file.tensors()) {
+    if (!v.name.starts_with("dense.") || v.name.starts_with("dense.opt")) {
+      tensors.push_back({v.name, v.dtype, v.shape, v.bytes});
+    }
+  }
+  CheckpointStore store(old_root.path());
+  CheckpointWriter cw = store.Begin(real.step);
+  cw.AddFileWith("model.safetensors", [&](const fs::path& p) { WriteSafetensors(p, tensors); });
+  for (const auto& [name, entry] : real.files) {
+    if (name != "model.safetensors") cw.AddFile(name, ReadFile(real.FilePath(name)));
+  }
+  cw.SetMeta(real.meta_json);
+  const fs::path old_dir = cw.Commit().dir;
+  const auto now = EvaluateRanker(TestConfig(), real.dir);
+  const auto before = EvaluateRanker(TestConfig(), old_dir);
+  EXPECT_DOUBLE_EQ(before.metrics.at("ndcg@10"), now.metrics.at("ndcg@10"));
+  EXPECT_DOUBLE_EQ(before.metrics.at("mrr"), now.metrics.at("mrr"));
 }
 
 TEST(RankerTrainer, LabelsOutsideTheLossRangeAreRefusedAtStart) {
