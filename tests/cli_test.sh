@@ -164,6 +164,14 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   expect 2 "checkpoints in .* are damaged" -- "$bin" "${train_args[@]}" --run-dir "$tmp/damaged" --resume auto
   # A run directory that cannot be created is the user's error, with its path.
   expect 2 "/proc/topspin-run" -- "$bin" "${train_args[@]}" --run-dir /proc/topspin-run/x
+  # A read-only filesystem (root can mount one; others skip): exit 2, the path.
+  mkdir -p "$tmp/ro"
+  if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o ro,size=1m tmpfs "$tmp/ro" 2>/dev/null; then
+    expect 2 "$tmp/ro/run.*Read-only file system" -- "$bin" "${train_args[@]}" --run-dir "$tmp/ro/run"
+    umount "$tmp/ro"
+  else
+    echo "skip: read-only run directory (needs root to mount a read-only tmpfs)"
+  fi
   # eval: the run's config and newest checkpoint, scored on a dataset.
   expect 0 "ndcg@10 +0\.[0-9]{4}" -- "$bin" eval "$tmp/straight" --data "$tmp/ds" --json "$tmp/e.json"
   grep -q '"ndcg@10"' "$tmp/e.json" && echo "ok: eval json" || { echo "FAIL: eval json"; failures=$((failures + 1)); }
