@@ -107,6 +107,17 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
               --set model.top=32 --set pipeline.batch_size=16 --set train.torch_threads=1
               --set optim.warmup_steps=5)
   expect 0 "trained       40 steps" -- "$bin" "${train_args[@]}" --run-dir "$tmp/straight"
+  # config check is the start-up's dry run: data, features, schemas, rules, memory.
+  check_args=(config check "$src/configs/ranker-shop.yaml" --set data.train="$tmp/ds" --set data.valid=)
+  expect 0 "model: .* dense parameters.*fits in" -- "$bin" "${check_args[@]}"
+  expect 2 "warmup_steps \\(100\\) must be" -- "$bin" "${check_args[@]}" --set optim.warmup_steps=100 \
+    --set train.steps=50
+  expect 2 "more than the .* this host has available" -- "$bin" "${check_args[@]}" \
+    --set model.top=100000,100000
+  expect 0 "" -- "$bin" gen shop --queries 60 --out "$tmp/shards" --format shards
+  expect 2 'column "sales_7d" is int32 here and int64 in the reference' -- "$bin" "${check_args[@]}" \
+    --set data.valid="$tmp/shards"
+  expect 2 'no column "pricee"' -- "$bin" "${check_args[@]}" --set 'pipeline.dense=["pricee: log1p"]'
   (timeout -s KILL "$(awk 'BEGIN{srand(); printf "%.2f", 0.8 + rand() * 2}')" \
     "$bin" "${train_args[@]}" --run-dir "$tmp/killed" >/dev/null 2>&1) 2>/dev/null
   expect 0 "trained       40 steps" -- "$bin" "${train_args[@]}" --run-dir "$tmp/killed" --resume auto

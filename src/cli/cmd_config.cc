@@ -4,6 +4,10 @@
 #include "cli/commands.h"
 #include "topspin/core/config_schema.h"
 
+#ifdef TOPSPIN_HAVE_TORCH
+#include "topspin/train/ranker_trainer.h"
+#endif
+
 namespace topspin::cli {
 namespace {
 
@@ -46,10 +50,18 @@ void RegisterConfig(CLI::App& app) {
   AddConfigArgs(hash, args);
   hash->callback([] { fmt::print("{}\n", LoadConfig(args).Hash()); });
 
-  auto* check = config->add_subcommand("check", "Validate a config; exit 2 with the first problem");
+  auto* check = config->add_subcommand(
+      "check",
+      "Check a config as training would before it starts (keys, cross-key rules, data, "
+      "features, labels, memory); exit 2 with the first problem");
   AddConfigArgs(check, args);
   check->callback([] {
     const Config c = LoadConfig(args);
+#ifdef TOPSPIN_HAVE_TORCH
+    for (const std::string& line : CheckRankerConfig(c)) fmt::print("{}\n", line);
+#else
+    fmt::print("this topspin was built without LibTorch: only the keys were checked\n");
+#endif
     fmt::print("{}: ok (config hash {})\n", args.path.empty() ? "defaults" : args.path, c.Hash());
   });
 

@@ -1169,6 +1169,39 @@ RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint
   return r;
 }
 
+std::vector<std::string> CheckRankerConfig(const Config& config) {
+  std::vector<std::string> out;
+  LrSchedule::From(config);  // cross-key rules: warmup below steps, ...
+  const RankLoss loss = ParseRankLoss(config.GetString("model.loss"));
+  const std::string train_dir = config.GetString("data.train");
+  if (train_dir.empty()) {
+    out.push_back("data.train is not set: the data, features and model size were not checked");
+    return out;
+  }
+  auto statistics = std::make_shared<const Manifest>(Manifest::Load(train_dir));
+  CheckLabels(*statistics, train_dir, loss);
+  // The pipelines resolve every feature chain against the training data's
+  // statistics and compare the validation data's schema with it.
+  const Pipeline train(RankingSpecFromConfig(config, "data.train"), PipelineOptionsFromConfig(config));
+  out.push_back(fmt::format("data.train: {} rows, {} lists; {} dense and {} sparse features",
+                            statistics->rows(), statistics->group_stats.groups,
+                            train.layout().dense_dim, train.sparse_names().size()));
+  if (const std::string& valid = config.GetString("data.valid"); !valid.empty()) {
+    EvalPipeline(config, "data.valid", statistics);
+    out.push_back(fmt::format("data.valid: {} (same schema)", valid));
+  }
+  const RankerOptions model = ModelOptions(config, train);
+  int64_t rows = 0;
+  for (int64_t t : model.table_sizes) rows += t;
+  const uint64_t available = AvailableMemoryBytes();
+  CheckModelFitsInMemory(config, model, train.sparse_names(), available);
+  out.push_back(fmt::format("model: {} dense parameters, {} embedding rows of {}; fits in the {} "
+                            "this host has available",
+                            RankerDenseParameters(model), rows, model.embedding_dim,
+                            FormatBytes(available)));
+  return out;
+}
+
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options) {
   Trainer trainer(config, options);
   return trainer.Run();

@@ -98,6 +98,14 @@ struct RankerTrainResult {
   StepProfile profile;
 };
 
+// What training checks before it allocates anything, without training:
+// the cross-key rules (warmup below steps), the training data (labels for
+// the loss, every feature chain against its statistics), the validation
+// data's schema, and whether the model fits in this host's memory. Throws
+// the error training would; returns one line per check passed (`topspin
+// config check`).
+std::vector<std::string> CheckRankerConfig(const Config& config);
+
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options);
 
 struct RankerEvalResult {
