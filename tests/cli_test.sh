@@ -173,6 +173,14 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
     printf 'XXXX' | dd of="$f" bs=1 seek=64 conv=notrunc status=none
   done
   expect 2 "checkpoints in .* are damaged" -- "$bin" "${train_args[@]}" --run-dir "$tmp/damaged" --resume auto
+  # A start that fails before training leaves no numbered run directory.
+  expect 2 "nonexistent" -- "$bin" "${train_args[@]}" --set run.dir="$tmp/clutter" \
+    --set data.train="$tmp/nonexistent"
+  if [ -z "$(ls -A "$tmp/clutter" 2>/dev/null)" ]; then
+    echo "ok: a failed start leaves no run directory"
+  else
+    echo "FAIL: a failed start left $(ls "$tmp/clutter")"; failures=$((failures + 1))
+  fi
   # A run directory that cannot be created is the user's error, with its path.
   expect 2 "/proc/topspin-run" -- "$bin" "${train_args[@]}" --run-dir /proc/topspin-run/x
   # A read-only filesystem (root can mount one; others skip): exit 2, the path.
