@@ -205,6 +205,8 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
     --steps 20 --run-dir "$tmp/prof" --trace "$tmp/trace.json" --json "$tmp/prof.json"
   grep -q '"ph":"X"' "$tmp/trace.json" && grep -q '"bound"' "$tmp/prof.json" &&
     echo "ok: profile trace and json" || { echo "FAIL: profile trace/json"; failures=$((failures + 1)); }
+  expect 0 "steady state  after a 4-step warm-up: (compute|host|memory|collectives) in [0-9]+ of [0-9]+ log windows" \
+    -- "$bin" profile "$tmp/prof"
   expect 0 "MFU unknown" -- "$bin" profile "$tmp/straight"
   expect 0 "MFU [0-9.]+% of 0.100 TFLOP/s" -- "$bin" profile "$tmp/straight" --peak 0.1
   expect 2 "has no profile.json" -- "$bin" profile "$tmp"

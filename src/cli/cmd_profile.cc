@@ -6,6 +6,7 @@
 // steps of CONFIG in a new run directory (no evaluation, no checkpoint) and
 // prints the phase table, throughput, MFU, the bound and what to try; or
 // reads the profile.json a training run left in RUN_DIR.
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "topspin/core/log.h"
 #include "topspin/core/run_dir.h"
 #include "topspin/perf/profile.h"
+#include "topspin/perf/report.h"
 #include "topspin/perf/trace.h"
 
 #ifdef TOPSPIN_HAVE_TORCH
@@ -53,10 +55,29 @@ double SecondsPerSpan() {
   return (scratch.Now() - start) / kSpans;
 }
 
-void Print(const StepProfile& profile, const ProfileArgs& args) {
+// The first 20% of the steps (a cold cache, a first epoch's reads) are the
+// warm-up the steady-state verdict leaves out.
+int64_t WarmupSteps(int64_t steps) { return steps / 5; }
+
+void Print(const StepProfile& profile, const ProfileArgs& args,
+           const std::optional<SteadyState>& steady = std::nullopt) {
   const ProfileReport report = Analyze(profile);
   fmt::print("{}", FormatReport(profile, report));
+  if (steady) {
+    // The verdict that holds after the warm-up, and how many log windows
+    // on their own agree with it.
+    fmt::print("steady state  after a {}-step warm-up: {} in {} of {} log windows ({:.0f}%): {}\n",
+               WarmupSteps(profile.steps), steady->report.bound, steady->agree, steady->windows,
+               100.0 * steady->agree / steady->windows, steady->report.evidence);
+  }
   if (!args.json.empty()) WriteFileAtomic(args.json, ProfileJson(profile, report));
+}
+
+// The steady state of the run `dir` holds (its metrics.jsonl windows).
+std::optional<SteadyState> SteadyStateOf(const fs::path& dir, const StepProfile& profile) {
+  if (!fs::exists(dir / "metrics.jsonl")) return std::nullopt;
+  return AnalyzeSteadyState(profile, ReadMetricsLog(dir / "metrics.jsonl").train,
+                            WarmupSteps(profile.steps));
 }
 
 void ProfileConfig(const ProfileArgs& args) {
@@ -65,6 +86,8 @@ void ProfileConfig(const ProfileArgs& args) {
   overrides.push_back(fmt::format("train.steps={}", args.steps + 1));
   overrides.push_back("train.eval_every=0");
   overrides.push_back("train.checkpoint_every=0");
+  // Ten log windows: enough to tell a steady verdict from a cold start.
+  overrides.push_back(fmt::format("train.log_every={}", std::max<int64_t>(1, args.steps / 10)));
   const Config config = Config::Load(args.target, overrides, TopspinSchema());
   SetLogLevel(config.GetString("run.log_level"));
   fs::path dir = args.run_dir;
@@ -86,7 +109,7 @@ void ProfileConfig(const ProfileArgs& args) {
   o.measure_peak = args.peak_tflops <= 0 || args.peak_gbs <= 0;
   const RankerTrainResult r = TrainRanker(config, o);
   fmt::print("run directory {}\n\n", dir.string());
-  Print(r.profile, args);
+  Print(r.profile, args, SteadyStateOf(dir, r.profile));
   if (!args.trace.empty()) {
     trace.Write(args.trace);
     fmt::print("trace         {} ({} spans; open in ui.perfetto.dev)\n", args.trace, trace.size());
@@ -118,7 +141,7 @@ void RunProfile(const ProfileArgs& args) {
     p.peak_source = "--peak";
   }
   if (args.peak_gbs > 0) p.peak_bytes_per_s = args.peak_gbs * 1e9;
-  Print(p, args);
+  Print(p, args, SteadyStateOf(target, p));
 }
 
 }  // namespace

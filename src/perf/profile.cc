@@ -7,6 +7,7 @@
 
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
+#include "topspin/perf/report.h"
 
 namespace topspin {
 namespace {
@@ -119,6 +120,60 @@ ProfileReport Analyze(const StepProfile& p) {
   if (p.peak_bytes_per_s > 0) r.memory_use = r.memory_gbs * 1e9 / p.peak_bytes_per_s;
   Classify(p, r);
   return r;
+}
+
+std::optional<SteadyState> AnalyzeSteadyState(const StepProfile& whole,
+                                              const std::vector<MetricsRecord>& windows,
+                                              int64_t warmup_steps) {
+  const auto value = [](const MetricsRecord& r, const std::string& key) {
+    const auto it = r.values.find(key);
+    return it == r.values.end() || !std::isfinite(it->second) ? 0.0 : it->second;
+  };
+  // One window as a profile: its phases (ms per step) times its steps.
+  const auto window = [&](const MetricsRecord& r, int64_t steps) {
+    StepProfile p = whole;
+    p.steps = steps;
+    p.phase_s.clear();
+    p.stages.clear();
+    p.wall_s = 0;
+    for (const auto& phase : ProfilePhases()) {
+      const double s = value(r, "phase_ms/" + phase) * double(steps) / 1e3;
+      p.phase_s[phase] = s;
+      p.wall_s += s;
+    }
+    const double paused = p.phase_s["eval"] + p.phase_s["checkpoint"];
+    p.docs = value(r, "docs_per_s") * std::max(0.0, p.wall_s - paused);
+    for (const auto& [key, share] : r.values) {
+      if (!key.starts_with("loader_busy/")) continue;
+      p.stages.push_back({key.substr(12), share * p.wall_s * std::max(1, whole.loader_threads)});
+    }
+    return p;
+  };
+  SteadyState out;
+  std::vector<std::string> bounds;
+  int64_t previous = 0;
+  for (const MetricsRecord& r : windows) {
+    const int64_t steps = r.step - previous, start = previous;
+    previous = r.step;
+    if (steps <= 0 || start < warmup_steps || !r.values.contains("phase_ms/forward")) continue;
+    const StepProfile p = window(r, steps);
+    bounds.push_back(Analyze(p).bound);
+    if (out.windows++ == 0) {
+      out.profile = p;
+      continue;
+    }
+    out.profile.steps += p.steps;
+    out.profile.wall_s += p.wall_s;
+    out.profile.docs += p.docs;
+    for (const auto& [phase, s] : p.phase_s) out.profile.phase_s[phase] += s;
+    for (size_t i = 0; i < p.stages.size() && i < out.profile.stages.size(); ++i) {
+      out.profile.stages[i].busy_s += p.stages[i].busy_s;
+    }
+  }
+  if (out.windows == 0) return std::nullopt;
+  out.report = Analyze(out.profile);
+  out.agree = int(std::count(bounds.begin(), bounds.end(), out.report.bound));
+  return out;
 }
 
 std::string FormatReport(const StepProfile& p, const ProfileReport& r) {

@@ -6,6 +6,7 @@
 #include "core/test_util.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
+#include "topspin/perf/report.h"
 #include "topspin/perf/trace.h"
 
 namespace topspin {
@@ -47,6 +48,46 @@ TEST(Profile, NamesEachBound) {
   EXPECT_EQ(Analyze(low).bound, "memory");
   low.bytes_per_step = 1e7;  // 100 FLOP per byte
   EXPECT_EQ(Analyze(low).bound, "compute");
+}
+
+// A log window of `steps` steps of 10 ms: `phases` in ms per step, the
+// rest forward.
+MetricsRecord Window(int64_t end_step, std::map<std::string, double> phases) {
+  MetricsRecord r;
+  r.step = end_step;
+  double claimed = 0;
+  for (const auto& [name, ms] : phases) claimed += ms;
+  phases["forward"] += 10.0 - claimed;
+  for (const auto& [name, ms] : phases) r.values["phase_ms/" + name] = ms;
+  r.values["docs_per_s"] = 1000;
+  r.values["loader_busy/transform"] = 0.5;
+  return r;
+}
+
+TEST(Profile, SteadyStateLeavesTheWarmUpOutAndCountsAgreeingWindows) {
+  const StepProfile whole = Profile({});
+  // A cold first window waits on data; the next four compute, one of them
+  // with a stall of its own.
+  const std::vector<MetricsRecord> windows = {
+      Window(20, {{"data_wait", 8}}), Window(40, {}), Window(60, {{"data_wait", 6}}),
+      Window(80, {}), Window(100, {})};
+  EXPECT_EQ(Analyze(whole).bound, "compute");
+  const auto steady = AnalyzeSteadyState(whole, windows, 20);
+  ASSERT_TRUE(steady.has_value());
+  EXPECT_EQ(steady->windows, 4);
+  EXPECT_EQ(steady->report.bound, "compute");
+  EXPECT_EQ(steady->agree, 3);  // the stalled window says host
+  EXPECT_EQ(steady->profile.steps, 80);
+  EXPECT_NEAR(steady->profile.wall_s, 0.8, 1e-12);
+  EXPECT_NEAR(steady->profile.phase_s.at("data_wait"), 0.12, 1e-12);
+  // With the cold window counted the sum reads host (28% data wait), a
+  // verdict only two of five windows share: the flip the warm-up avoids.
+  const auto cold = AnalyzeSteadyState(whole, windows, 0);
+  EXPECT_EQ(cold->report.bound, "host");
+  EXPECT_EQ(cold->agree, 2);
+  EXPECT_EQ(cold->windows, 5);
+  // Nothing after the warm-up: no steady state to report.
+  EXPECT_FALSE(AnalyzeSteadyState(whole, windows, 100).has_value());
 }
 
 TEST(Profile, ShareMfuAndNoMfuWithoutAPeak) {

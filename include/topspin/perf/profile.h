@@ -81,6 +81,7 @@ struct ProfileReport {
 };
 
 ProfileReport Analyze(const StepProfile& profile);
+
 // The report as the CLI prints it.
 std::string FormatReport(const StepProfile& profile, const ProfileReport& report);
 

@@ -52,6 +52,21 @@ struct MetricsLog {
   std::vector<std::string> warnings;  // "FILE:LINE: ..." for each torn line skipped
 };
 
+// The steady state of a run: its log windows (metrics.jsonl training
+// records, with phase_ms/* and loader_busy/*) after the first `warmup_steps`
+// steps, each analysed as a profile of its own (counts and peaks from
+// `whole`), and all of them together.
+struct SteadyState {
+  StepProfile profile;  // the windows summed
+  ProfileReport report;  // Analyze(profile)
+  int windows = 0;       // windows after the warm-up
+  int agree = 0;         // of them, how many name report.bound
+};
+// nullopt when no window ends after the warm-up.
+std::optional<SteadyState> AnalyzeSteadyState(const StepProfile& whole,
+                                              const std::vector<MetricsRecord>& windows,
+                                              int64_t warmup_steps);
+
 // Parses the text of metrics.jsonl (`file` names it in messages). A line cut
 // short by a killed run is skipped with a warning: the last line, or one a
 // resumed run later appended after. Any other malformed line, or a record
