@@ -33,7 +33,7 @@ struct EvalArgs {
 
 // The config.yaml of the run that holds `path` (a run directory or one of
 // its checkpoints/step-N directories).
-fs::path RunConfigOf(const fs::path& path) {
+[[maybe_unused]] fs::path RunConfigOf(const fs::path& path) {  // unused without LibTorch
   // A run directory (it holds config.yaml) that has not checkpointed yet.
   if (fs::exists(path / "config.yaml") && !fs::is_directory(path / "checkpoints")) {
     throw Error(ErrorKind::kUsage,

@@ -43,7 +43,7 @@ struct ProfileArgs {
 };
 
 // Seconds one traced phase costs: two clock reads and a recorded span.
-double SecondsPerSpan() {
+[[maybe_unused]] double SecondsPerSpan() {  // unused without LibTorch
   constexpr int kSpans = 100000;
   TraceRecorder scratch(kSpans);
   const int track = scratch.Track("scratch");

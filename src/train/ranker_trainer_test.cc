@@ -329,7 +329,9 @@ TEST(RankerTrainer, Zero1MatchesDataParallelBitwiseAndShardsTheState) {
   for (int r = 0; r < 4; ++r) {
     const RankBytes m = RankMemory(zero.path(), r);
     EXPECT_EQ(m.params, p);
-    if (r < 3) EXPECT_NEAR(double(m.optimizer), 8.0 * double(p) / 4, 0.05 * 8.0 * double(p) / 4);
+    if (r < 3) {
+      EXPECT_NEAR(double(m.optimizer), 8.0 * double(p) / 4, 0.05 * 8.0 * double(p) / 4);
+    }
     EXPECT_EQ(m.grads, 4 * p);  // ZeRO-1 keeps whole gradients
     covered += m.optimizer;
   }
