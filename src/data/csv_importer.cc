@@ -274,8 +274,8 @@ RowFailure CsvRecordParser::BadValue(const CsvCursor& cur, const CsvField& field
   const DType dtype = column.spec.dtype;
   // An integer too wide for its column: say so, and suggest a wider type
   // (string for int64, which is where ids that long belong).
-  const std::string_view digits = TrimBlanks(text).substr(
-      !TrimBlanks(text).empty() && (TrimBlanks(text)[0] == '-' || TrimBlanks(text)[0] == '+'));
+  std::string_view digits = TrimBlanks(text);
+  if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) digits.remove_prefix(1);
   const bool integer = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
     return c >= '0' && c <= '9';
   });
