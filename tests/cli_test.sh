@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo gen convert inspect tokenizer pipeline train eval profile bench; do
+for sub in version config demo gen convert inspect tokenizer pipeline train eval score profile report bench completion; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -34,6 +34,20 @@ expect 2 "log-level" -- "$bin" --log-level loud version
 expect 0 "libtorch" -- "$bin" version
 
 expect 0 "^topspin [0-9]+\.[0-9]+" -- "$bin" --version
+# Shell completion: generated from the command tree; bash can load it and
+# completes commands, subcommands and flags.
+"$bin" completion bash >"$tmp/completion.bash"
+complete_words() {  # complete_words WORD...: what <TAB> after them offers
+  bash -c 'source "$1"; shift; COMP_WORDS=(topspin "$@"); COMP_CWORD=$(($# )); _topspin; printf "%s\n" "${COMPREPLY[@]}"' \
+    _ "$tmp/completion.bash" "$@"
+}
+if complete_words tr | grep -qx train && complete_words bench re | grep -qx read &&
+   complete_words train x.yaml --ext | grep -qx -- --extend; then
+  echo "ok: bash completion of commands, subcommands and flags"
+else
+  echo "FAIL: bash completion: $(complete_words tr | tr '\n' ' ')"; failures=$((failures + 1))
+fi
+expect 2 "no completion script for \"fish\"" -- "$bin" completion fish
 # config check refuses what training would: layer widths are checked on load.
 expect 2 '"model.top": "abc" is not a layer width' -- "$bin" config check --set model.top=64,abc
 # A typo in a config: exit 2, the message names the key, line and intended key.
@@ -198,6 +212,36 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   expect 2 "config.yaml" -- "$bin" eval "$tmp"
   mkdir -p "$tmp/fresh" && cp "$tmp/straight/config.yaml" "$tmp/fresh/"
   expect 2 "has no checkpoint yet" -- "$bin" eval "$tmp/fresh" --data "$tmp/ds"
+  # score: one CSV line per document, in dataset order, atomically written.
+  expect 0 "scored +[0-9]+ documents in [0-9]+ lists .* docs/s" -- \
+    "$bin" score "$tmp/straight" --data "$tmp/ds" --out "$tmp/scores.csv"
+  rows=$(($(wc -l < "$csv") - 1))  # the CSV the dataset was converted from
+  if [ "$(head -1 "$tmp/scores.csv")" = "qid,row,label,score" ] &&
+     [ "$(($(wc -l < "$tmp/scores.csv") - 1))" = "$rows" ] &&
+     [ "$(sed -n 2p "$tmp/scores.csv" | cut -d, -f2)" = 0 ]; then
+    echo "ok: score writes $rows documents with group, row, label and score"
+  else
+    echo "FAIL: score output: $(head -2 "$tmp/scores.csv" | tr '\n' '|'), $rows rows expected"
+    failures=$((failures + 1))
+  fi
+  expect 2 "name the output FILE.csv" -- "$bin" score "$tmp/straight" --data "$tmp/ds" --out "$tmp/s.txt"
+  # Extending a finished run, and a new run from a checkpoint's weights.
+  cp -r "$tmp/straight" "$tmp/extended"
+  expect 2 "add --extend" -- "$bin" "${train_args[@]}" --run-dir "$tmp/extended" --resume auto \
+    --set train.steps=50
+  expect 2 "needs --resume" -- "$bin" "${train_args[@]}" --run-dir "$tmp/extended" --extend
+  expect 0 "trained       50 steps \(resumed at 40\)" -- "$bin" "${train_args[@]}" \
+    --run-dir "$tmp/extended" --resume auto --extend --set train.steps=50
+  grep -q "steps: 50" "$tmp/extended/config.yaml" && echo "ok: --extend rewrites config.yaml" ||
+    { echo "FAIL: --extend left config.yaml"; failures=$((failures + 1)); }
+  expect 0 "trained       20 steps" -- "$bin" "${train_args[@]}" --run-dir "$tmp/tuned" \
+    --init-from "$tmp/straight" --set train.steps=20 --set optim.lr=0.0005
+  grep -q '"init_from"' "$tmp"/tuned/checkpoints/step-20/manifest.json 2>/dev/null ||
+    grep -rq 'init_from' "$tmp/tuned/checkpoints/step-20" &&
+    echo "ok: --init-from recorded in the checkpoint" ||
+    { echo "FAIL: --init-from not recorded"; failures=$((failures + 1)); }
+  expect 2 "drop --resume" -- "$bin" "${train_args[@]}" --run-dir "$tmp/tuned" --resume auto \
+    --init-from "$tmp/straight"
 
   # profile: a config measured (phase table, bound, trace), and a run's profile.json.
   expect 0 "bound +(compute|host|memory|collectives): " -- "$bin" profile "$src/configs/ranker-shop.yaml" \
@@ -368,6 +412,21 @@ PY
       echo "ok: a host with the wrong job token is refused by name"
     else
       echo "FAIL: wrong token: exits $rc_a, $rc_b"; tail -n 3 "$tmp/host-a.log"; failures=$((failures + 1))
+    fi
+    # A second host started without the token fails at once on both sides,
+    # naming it (not at dist.timeout_s).
+    port=$((port + 1))
+    start=$(date +%s)
+    host b "" "$port" "$tmp/host-b.log" & other=$!
+    host a s3cret "$port" "$tmp/host-a.log"; rc_a=$?; wait "$other"; rc_b=$?
+    took=$(($(date +%s) - start))
+    if [ "$rc_a" -ne 0 ] && [ "$rc_b" -ne 0 ] && [ "$took" -lt 60 ] &&
+       grep -q "rank 1 was refused: it has no job token" "$tmp/host-a.log" &&
+       grep -q "TOPSPIN_JOB_TOKEN" "$tmp/host-b.log"; then
+      echo "ok: a host without the job token fails fast on both sides ($took s)"
+    else
+      echo "FAIL: no token: exits $rc_a, $rc_b after $took s"; tail -n 3 "$tmp/host-a.log" "$tmp/host-b.log"
+      failures=$((failures + 1))
     fi
   else
     echo "skip: two-host test (needs root and iproute2 network namespaces)"

@@ -44,9 +44,19 @@ for cmd in "${commands[@]}"; do
   case "$cmd" in
     "topspin demo"*) extra=(--queries 600 --set train.steps=60 --set train.eval_every=30
                             --set train.checkpoint_every=0) ;;
+    *"--extend"*) extra=("${small_train[@]}" --set train.steps=30) ;;  # past the first run's 20
     *"topspin train "*) extra=("${small_train[@]}") ;;
     "topspin profile "*) extra=(--set optim.warmup_steps=2 --set train.torch_threads=1) ;;
   esac
+  # A line with a redirection runs in a shell, `topspin` the binary under test.
+  if [[ "$cmd" == *">"* ]]; then
+    if out=$(bash -c "topspin() { \"$bin\" \"\$@\"; }; $cmd" 2>&1); then
+      echo "ok: $cmd"
+    else
+      echo "FAIL: $cmd"; tail -5 <<<"$out"; failures=$((failures + 1))
+    fi
+    continue
+  fi
   # `topspin` is the binary under test, also where torchrun runs it.
   read -r -a words <<<"$cmd"
   for i in "${!words[@]}"; do [ "${words[$i]}" = topspin ] && words[$i]=$bin; done

@@ -15,7 +15,7 @@ src=$2
 tmp=$(mktemp -d)
 trap '[ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 failures=0
-plots=(loss validation throughput phases loader)
+plots=(loss validation-ndcg@10 validation-mrr throughput phases loader)
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
@@ -129,7 +129,7 @@ grep -q '&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;' "$run/report.html" &
   echo "ok: the config is escaped" || fail "the config is not escaped"
 # Steps 50-200 once each (the resume's repeats replaced), two evaluations
 # of six metrics, six phases that are not 0, four loader stages.
-check_page synthetic "$run/report.html" loss=4 validation=12 throughput=4 phases=24 loader=16
+check_page synthetic "$run/report.html" loss=4 validation-ndcg@10=2 validation-mrr=2 throughput=4 phases=24 loader=16
 
 # --out, and the errors that say what to do.
 out=$("$bin" report "$run" --out "$tmp/elsewhere.html" 2>/dev/null) && [ "$out" = "$tmp/elsewhere.html" ] &&

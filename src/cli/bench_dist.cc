@@ -118,12 +118,19 @@ double ZeroFormula(double params, int zero, int world) {
 void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
   const fs::path dir = o.scratch / "bench-dist-gpt";
   // World 1 gets both cores as 2 LibTorch threads; world 2 one each.
-  const GptRun one = RunGpt(o, dir / "w1", 1, 2, true, 0);
-  const GptRun two = RunGpt(o, dir / "w2", 2, 1, true, 0);
-  const GptRun serial = RunGpt(o, dir / "w2s", 2, 1, false, 0);
-  const GptRun zero1 = RunGpt(o, dir / "w2z1", 2, 1, true, 1);
-  const GptRun zero2 = RunGpt(o, dir / "w2z2", 2, 1, true, 2);
-  const GptRun zero3 = RunGpt(o, dir / "w2z3", 2, 1, true, 3);
+  BenchStages stages("dist (GPT)", 7);
+  const auto gpt = [&](const char* name, int world, int threads, bool overlap, int zero) {
+    stages.Begin(fmt::format("GPT world {}{}, ZeRO-{}, {} steps", world,
+                             overlap ? "" : " not overlapped", zero, o.gpt_steps));
+    return RunGpt(o, dir / name, world, threads, overlap, zero);
+  };
+  const GptRun one = gpt("w1", 1, 2, true, 0);
+  const GptRun two = gpt("w2", 2, 1, true, 0);
+  const GptRun serial = gpt("w2s", 2, 1, false, 0);
+  const GptRun zero1 = gpt("w2z1", 2, 1, true, 1);
+  const GptRun zero2 = gpt("w2z2", 2, 1, true, 2);
+  const GptRun zero3 = gpt("w2z3", 2, 1, true, 3);
+  stages.Begin("PyTorch's Gloo all-reduce latency (gloo_latency.py)");
   // The floor under every collective on this host, against PyTorch's own
   // Gloo process group doing the same.
   const fs::path script = o.peers / "gloo_latency.py";
@@ -132,11 +139,11 @@ void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
       script.string()));
   fs::remove_all(dir);
   t.rows.push_back({"Gloo all-reduce of 16 B, 2 ranks", two.allreduce_us, "PyTorch's Gloo",
-                    peer.at("allreduce_us").get<double>(), "µs"});
+                    peer.at("allreduce_us").get<double>(), "µs", Better::kLower});
   t.rows.push_back({"GPT world 2 throughput", two.tokens_per_s, "world 1 (2 threads)",
                     one.tokens_per_s, "tokens/s"});
   t.rows.push_back({"GPT world 2 sync share, overlapped", 100 * two.sync_share, "not overlapped",
-                    100 * serial.sync_share, "% of step"});
+                    100 * serial.sync_share, "% of step", Better::kLower});
   t.rows.push_back({"GPT world 2 throughput, overlapped", two.tokens_per_s, "not overlapped",
                     serial.tokens_per_s, "tokens/s"});
   for (const auto& [zero, run] :
@@ -144,16 +151,16 @@ void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
     t.rows.push_back({fmt::format("GPT ZeRO-{} model state, rank 0", zero),
                       run.param_bytes + run.grad_bytes + run.optimizer_bytes,
                       fmt::format("formula, P = {:.0f}", run.params),
-                      ZeroFormula(run.params, zero, 2), "bytes"});
+                      ZeroFormula(run.params, zero, 2), "bytes", Better::kSame});
   }
   t.rows.push_back({"GPT ZeRO-2 staging peak, rank 0", zero2.staging_peak_bytes,
-                    "whole gradient 4P", 4 * zero2.params, "bytes"});
+                    "whole gradient 4P", 4 * zero2.params, "bytes", Better::kLower});
   t.rows.push_back({"GPT ZeRO-3 gathered peak, rank 0", zero3.staging_peak_bytes,
-                    "whole model 4P", 4 * zero3.params, "bytes"});
+                    "whole model 4P", 4 * zero3.params, "bytes", Better::kLower});
   // The same model trained, whatever is sharded.
   for (const auto& [zero, run] : {std::pair{1, zero1}, std::pair{2, zero2}, std::pair{3, zero3}}) {
     t.rows.push_back({fmt::format("GPT ZeRO-{} sum |params| after training", zero),
-                      run.param_abs_sum, "ZeRO-0", two.param_abs_sum, ""});
+                      run.param_abs_sum, "ZeRO-0", two.param_abs_sum, "", Better::kSame});
   }
   t.rows.push_back({"GPT world 2 throughput, ZeRO-2", zero2.tokens_per_s, "ZeRO-0",
                     two.tokens_per_s, "tokens/s"});
@@ -190,11 +197,20 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
 )yaml",
                                       data.string(), o.batch, YamlList(ShopDenseChains()),
                                       YamlList(ShopSparseChains()), o.steps));
-  const DistRun one = RunTrain(config, o.scratch / "bench-dist-w1", 1, true);
-  const DistRun two = RunTrain(config, o.scratch / "bench-dist-w2", 2, true);
-  const DistRun two_serial = RunTrain(config, o.scratch / "bench-dist-w2s", 2, false);
-  const DistRun zero1 = RunTrain(config, o.scratch / "bench-dist-w2z1", 2, true, 1);
-  const DistRun zero2 = RunTrain(config, o.scratch / "bench-dist-w2z2", 2, true, 2);
+  DistRun one, two, two_serial, zero1, zero2;
+  {
+    BenchStages stages("dist (ranker)", 5);
+    const auto ranker = [&](const char* name, int world, bool overlap, int zero) {
+      stages.Begin(fmt::format("ranker world {}{}, ZeRO-{}, {} steps", world,
+                               overlap ? "" : " not overlapped", zero, o.steps));
+      return RunTrain(config, o.scratch / name, world, overlap, zero);
+    };
+    one = ranker("bench-dist-w1", 1, true, 0);
+    two = ranker("bench-dist-w2", 2, true, 0);
+    two_serial = ranker("bench-dist-w2s", 2, false, 0);
+    zero1 = ranker("bench-dist-w2z1", 2, true, 1);
+    zero2 = ranker("bench-dist-w2z2", 2, true, 2);
+  }
   BenchTable t{"dist",
                fmt::format("ranker (shop features, 4 x 2^18 x 16 tables), global batch {} lists, "
                            "{} steps, 1 pipeline + 1 LibTorch thread per rank; GPT (4 x 256, "
@@ -206,14 +222,14 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                {}};
   t.rows.push_back({"world 2 throughput", two.docs_per_s, "world 1", one.docs_per_s, "docs/s"});
   t.rows.push_back({"world 2 sync share, overlapped", 100 * two.sync_share, "not overlapped",
-                    100 * two_serial.sync_share, "% of step"});
+                    100 * two_serial.sync_share, "% of step", Better::kLower});
   t.rows.push_back({"world 2 throughput, overlapped", two.docs_per_s, "not overlapped",
                     two_serial.docs_per_s, "docs/s"});
   for (const auto& [zero, run] : {std::pair{0, two}, std::pair{1, zero1}, std::pair{2, zero2}}) {
     t.rows.push_back({fmt::format("ZeRO-{} model state, rank 0", zero),
                       4 * run.params + run.grad_bytes + run.optimizer_bytes,
                       fmt::format("formula, P = {:.0f}", run.params),
-                      ZeroFormula(run.params, zero, 2), "bytes"});
+                      ZeroFormula(run.params, zero, 2), "bytes", Better::kSame});
   }
   t.rows.push_back({"world 2 throughput, ZeRO-1", zero1.docs_per_s, "ZeRO-0", two.docs_per_s,
                     "docs/s"});

@@ -203,12 +203,16 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   const fs::path spec = o.scratch / "bench-pipeline-spec.json",
                  tokens = o.scratch / "bench-pipeline-tokens";
   for (const auto& p : {shards, csv, spec, tokens}) fs::remove_all(p);
+  BenchStages stages("pipeline", 4);
+  stages.Begin(fmt::format("data: gen shop {} queries", o.queries));
   const ShopOptions shop{.queries = o.queries, .seed = o.seed};
   DatasetWriterOptions writer;
   writer.threads = o.threads;
   const Manifest m = WriteShopShards(shards, shop, writer);
 
+  stages.Begin("ours: the shop transform, two epochs");
   const OursResult ours = RunOurs(shards, o);
+  stages.Begin(fmt::format("PyTorch DataLoader peer, num_workers {}", o.peer_workers));
   WriteShopCsv(csv, shop);
   WriteFileAtomic(spec, ShopPeerSpecJson(o.seed));
   const nlohmann::json peer = RunPeer(csv, spec, o);
@@ -218,6 +222,7 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
     peer_configs += fmt::format("{}num_workers {}: {:.0f}", peer_configs.empty() ? "" : ", ",
                                 c["num_workers"].get<int>(), c["docs_per_s"].get<double>());
   }
+  stages.Begin(fmt::format("language-model windows, T = {}, and the memcpy limit", o.seq_len));
   WriteTokens(tokens, o.lm_tokens, 3);
   const LmResult lm = RunLanguageModel(tokens, o);
   const uint64_t lm_tokens = lm.tokens;
@@ -249,7 +254,8 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
                     ours.epoch_docs_per_s[1], best_name, peer_best, "docs/s"});
   for (int e = 0; e < 2; ++e) {
     t.rows.push_back({fmt::format("RSS at 100% of epoch {}", e + 1), MiB(ours.rss_at[e][1]),
-                      fmt::format("RSS at 10% of epoch {}", e + 1), MiB(ours.rss_at[e][0]), "MiB"});
+                      fmt::format("RSS at 10% of epoch {}", e + 1), MiB(ours.rss_at[e][0]), "MiB",
+                      Better::kSame});
   }
   for (int e = 0; e < 2; ++e) {
     t.rows.push_back({fmt::format("LM windows, T = {}, int32, epoch {}{}", o.seq_len, e + 1,

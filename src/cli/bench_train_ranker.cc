@@ -50,6 +50,9 @@ BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& o) {
                  valid_csv = o.scratch / "bench-valid.csv";
   const fs::path spec = o.scratch / "bench-train-spec.json", run = o.scratch / "bench-train-run";
   for (const auto& p : {train, valid, train_csv, valid_csv, spec, run}) fs::remove_all(p);
+  BenchStages stages("train-ranker", 4);
+  stages.Begin(fmt::format("data: gen shop {} + {} queries, shards and CSV", o.queries,
+                           o.valid_queries));
   const ShopOptions train_shop{.queries = o.queries, .seed = o.seed};
   const ShopOptions valid_shop{.queries = o.valid_queries, .seed = o.seed + 1000};
   const Manifest m = WriteShopShards(train, train_shop);
@@ -76,6 +79,7 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
       YamlList(ShopSparseChains()), steps);
   const Config config =
       Config::Parse(yaml, "<bench train-ranker>", {"train.device=" + o.device}, TopspinSchema());
+  stages.Begin(fmt::format("ours: {} steps on {}", steps, o.device));
   const RankerTrainResult ours = TrainRanker(config, {.run_dir = run});
   const double flops_per_doc =
       3.0 * double(Ranker(RankerOptions{.dense_dim = 48,
@@ -86,6 +90,7 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
 
   const fs::path torch_peer = o.peers / "ranker_pytorch.py",
                  xgb_peer = o.peers / "ranker_xgboost.py";
+  stages.Begin(fmt::format("PyTorch peer ({})", torch_peer.string()));
   const nlohmann::json pt =
       PeerJson(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --batch {} --threads {} --seed {} "
                            "--device {} 2>&1",
@@ -93,6 +98,7 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                            valid_csv.string(), spec.string(), o.epochs, o.batch, o.threads, o.seed,
                            config.GetString("train.device") == "cuda" ? "cuda" : "cpu"),
               torch_peer);
+  stages.Begin(fmt::format("XGBoost peer ({}, {} rounds)", xgb_peer.string(), o.xgb_rounds));
   const nlohmann::json xgb =
       PeerJson(fmt::format("{} '{}' '{}' '{}' --rounds {} --depth {} --threads {} 2>&1", PeerPython(),
                           xgb_peer.string(), train_csv.string(), valid_csv.string(), o.xgb_rounds,

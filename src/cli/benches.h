@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "topspin/perf/bench_table.h"
 #include "topspin/plan/transformer_cost.h"
@@ -17,6 +18,26 @@ namespace topspin::cli {
 // scripts/install-deps.sh --bench puts torch 2.11, numpy, pandas, XGBoost),
 // else python3 from PATH.
 std::string PeerPython();
+
+// The stages of a long bench, announced on stderr as each begins and ends,
+// so a run of minutes is never silent:
+//   bench train-ranker [2/4] PyTorch peer (bench/peers/ranker_pytorch.py)
+//   bench train-ranker [2/4] done in 212.4 s
+class BenchStages {
+ public:
+  BenchStages(std::string bench, int count);
+  ~BenchStages();  // ends the last stage
+  BenchStages(const BenchStages&) = delete;
+  BenchStages& operator=(const BenchStages&) = delete;
+  // Ends the stage before (with its time) and announces this one.
+  void Begin(const std::string& what);
+
+ private:
+  void End();
+  std::string bench_;
+  int count_, index_ = 0;
+  double started_s_ = 0;
+};
 
 struct DataBenchOptions {
   std::filesystem::path scratch;  // inputs are generated here (and removed after)

@@ -1,5 +1,7 @@
 // topspin bench <workload>: named benchmarks, each one table comparing our
 // figure with a peer measured in the same run.
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -31,6 +33,32 @@ std::string PeerPython() {
   const std::filesystem::path venv = std::filesystem::path(TOPSPIN_SOURCE_DIR) / ".venv/bin/python";
   if (std::filesystem::exists(venv)) return venv.string();
   return "python3";
+}
+
+namespace {
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+BenchStages::BenchStages(std::string bench, int count) : bench_(std::move(bench)), count_(count) {}
+
+BenchStages::~BenchStages() { End(); }
+
+void BenchStages::Begin(const std::string& what) {
+  End();
+  ++index_;
+  started_s_ = NowSeconds();
+  fmt::print(stderr, "bench {} [{}/{}] {}\n", bench_, index_, count_, what);
+  std::fflush(stderr);
+}
+
+void BenchStages::End() {
+  if (index_ == 0 || started_s_ < 0) return;
+  fmt::print(stderr, "bench {} [{}/{}] done in {:.1f} s\n", bench_, index_, count_,
+             NowSeconds() - started_s_);
+  std::fflush(stderr);
+  started_s_ = -1;
 }
 
 void RegisterBench(CLI::App& app) {

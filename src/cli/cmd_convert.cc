@@ -161,7 +161,7 @@ void RunConvert(const ConvertArgs& args) {
         input_bytes = total;
       },
       &skipped);
-  if (progress) progress->Finish();
+  if (progress) progress->Complete();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   PrintSummary(manifest, args, input_bytes, skipped, seconds);

@@ -54,7 +54,7 @@ nlohmann::json MakeData(const std::filesystem::path& dir, const Config& config, 
   Progress progress("gen shop", queries, progress_options);
   const Manifest m =
       WriteShopShards(dir, shop, writer, [&](uint64_t done) { progress.Update(done); });
-  progress.Finish();
+  progress.Complete();
   DatasetReader(dir).Verify();
   fmt::print(
       "dataset       {}: {} rows, {} query lists ({}-{} products), {} shard(s), {} -> {} "

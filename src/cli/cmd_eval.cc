@@ -31,28 +31,6 @@ struct EvalArgs {
   std::string json;
 };
 
-// The config.yaml of the run that holds `path` (a run directory or one of
-// its checkpoints/step-N directories).
-[[maybe_unused]] fs::path RunConfigOf(const fs::path& path) {  // unused without LibTorch
-  // A run directory (it holds config.yaml) that has not checkpointed yet.
-  if (fs::exists(path / "config.yaml") && !fs::is_directory(path / "checkpoints")) {
-    throw Error(ErrorKind::kUsage,
-                "the run has no checkpoint yet: there is no model to evaluate",
-                {.file = path.string()},
-                "let it train to train.checkpoint_every, or stop it with Ctrl-C (it "
-                "checkpoints), then run eval again");
-  }
-  const fs::path dir = fs::is_directory(path / "checkpoints") ? path : path.parent_path().parent_path();
-  const fs::path config = dir / "config.yaml";
-  if (!fs::exists(config)) {
-    throw Error(ErrorKind::kUsage,
-                fmt::format("no config.yaml next to {}: cannot tell which model it holds",
-                            path.string()),
-                {.file = config.string()}, "pass the run's config with --config FILE");
-  }
-  return config;
-}
-
 void RunEval(const EvalArgs& args) {
 #ifdef TOPSPIN_HAVE_TORCH
   const fs::path checkpoint(args.checkpoint);
@@ -89,6 +67,26 @@ void RunEval(const EvalArgs& args) {
 }
 
 }  // namespace
+
+fs::path RunConfigOf(const fs::path& path) {
+  // A run directory (it holds config.yaml) that has not checkpointed yet.
+  if (fs::exists(path / "config.yaml") && !fs::is_directory(path / "checkpoints")) {
+    throw Error(ErrorKind::kUsage,
+                "the run has no checkpoint yet: there is no model to use",
+                {.file = path.string()},
+                "let it train to train.checkpoint_every, or stop it with Ctrl-C (it "
+                "checkpoints), then run this again");
+  }
+  const fs::path dir = fs::is_directory(path / "checkpoints") ? path : path.parent_path().parent_path();
+  const fs::path config = dir / "config.yaml";
+  if (!fs::exists(config)) {
+    throw Error(ErrorKind::kUsage,
+                fmt::format("no config.yaml next to {}: cannot tell which model it holds",
+                            path.string()),
+                {.file = config.string()}, "pass the run's config with --config FILE");
+  }
+  return config;
+}
 
 void RegisterEval(CLI::App& app) {
   static EvalArgs args;

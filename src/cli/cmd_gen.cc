@@ -74,7 +74,7 @@ void RunShop(const ShopArgs& args) {
         "topspin {} gen shop --queries {} --seed {} --min-list {} --max-list {}", build::kVersion,
         args.options.queries, args.options.seed, args.options.min_list, args.options.max_list);
     const Manifest m = WriteShopShards(args.out, args.options, writer, update);
-    if (progress) progress->Finish();
+    if (progress) progress->Complete();
     fmt::print("wrote {}: {} queries, {} rows, {} shard{}, {} in {:.1f} s\n", args.out,
                m.group_stats.groups, m.rows(), m.shards.size(), m.shards.size() == 1 ? "" : "s",
                FormatBytes(m.bytes()), SecondsSince(start));
@@ -84,7 +84,7 @@ void RunShop(const ShopArgs& args) {
   const fs::path file = ShopFile(args.out, csv ? ".csv" : ".txt");
   const ShopWriteSummary s =
       csv ? WriteShopCsv(file, args.options, update) : WriteShopLetor(file, args.options, update);
-  if (progress) progress->Finish();
+  if (progress) progress->Complete();
   fmt::print("wrote {}: {} queries, {} rows, {} in {:.1f} s\n", file.string(), s.queries, s.rows,
              FormatBytes(s.bytes), SecondsSince(start));
   if (csv) {

@@ -1,9 +1,11 @@
-// topspin train CONFIG [--set k=v]... [--run-dir DIR] [--resume auto|PATH]
+// topspin train CONFIG [--set k=v]... [--run-dir DIR] [--resume auto|PATH [--extend]]
+// [--init-from CHECKPOINT]
 // [--nproc N] [--nnodes M --node-rank K --master-addr HOST --master-port P]:
 // trains the search ranker (topspin/train/ranker_trainer.h). Without
 // --run-dir a new numbered run directory <run.dir>/<run.name>-NNN is made
 // (with the resolved config); --resume auto continues the newest complete
-// checkpoint of --run-dir.
+// checkpoint of --run-dir (with --extend: past a raised train.steps);
+// --init-from CHECKPOINT starts a new run from a checkpoint's weights.
 //
 // Distributed (docs/DISTRIBUTED.md): with --nproc N (or --nnodes M) this
 // process becomes the launcher: it spawns the local ranks
@@ -45,6 +47,8 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   std::string run_dir;
   std::string resume;
+  bool extend = false;
+  std::string init_from;
   int nproc = 0;  // 0: dist.nproc
   int nnodes = 1;
   int node_rank = 0;
@@ -185,6 +189,23 @@ void RunTrain(const TrainArgs& args) {
                 "--resume auto needs --run-dir: the run whose checkpoints to continue",
                 {.field = "--resume"}, "pass the run directory printed when the run started");
   }
+  if (args.extend && args.resume.empty()) {
+    throw Error(ErrorKind::kUsage, "--extend continues a run: it needs --resume",
+                {.field = "--extend"},
+                "pass --resume auto --run-dir RUN --extend --set train.steps=N");
+  }
+  if (!args.init_from.empty() && !args.resume.empty()) {
+    throw Error(ErrorKind::kUsage,
+                "--init-from starts a new run from a checkpoint's weights; --resume continues one",
+                {.field = "--init-from"},
+                "drop --resume to fine-tune from the checkpoint, or drop --init-from to continue "
+                "the run");
+  }
+  if (!args.init_from.empty() && !fs::is_directory(args.init_from)) {
+    throw Error(ErrorKind::kUsage, fmt::format("{} is not a directory", args.init_from),
+                {.file = args.init_from, .field = "--init-from"},
+                "pass a run directory (its newest checkpoint) or a checkpoints/step-N directory");
+  }
   if (args.nnodes > 1 && args.run_dir.empty()) {
     throw Error(ErrorKind::kUsage, "a job over several hosts needs --run-dir", {.field = "--run-dir"},
                 "pass the same --run-dir (on a shared filesystem) on every host");
@@ -221,6 +242,8 @@ void RunTrain(const TrainArgs& args) {
   try {
     r = TrainRanker(config, {.run_dir = dir,
                              .resume = args.resume,
+                             .extend = args.extend,
+                             .init_from = args.init_from,
                              .stop_requested = [] { return g_stop_signal.load() != 0; },
                              .launch = env,
                              .rendezvous = RendezvousFor(config)});
@@ -245,8 +268,8 @@ void RunTrain(const TrainArgs& args) {
   }
   if (r.stopped) fmt::print("stopped       at step {} by a signal, after a checkpoint\n", r.step);
   if (r.resumed_from >= 0 && r.resumed_from == r.step) {
-    fmt::print("trained       nothing: the run had already finished its {} steps ({}); raise "
-               "train.steps to train on\n",
+    fmt::print("trained       nothing: the run had already finished its {} steps ({}); to train "
+               "on, raise train.steps and add --extend\n",
                r.step, r.checkpoint.string());
     return;
   }
@@ -292,6 +315,12 @@ void RegisterTrain(CLI::App& app) {
                   "<run.dir>/<run.name>-NNN)");
   cmd->add_option("--resume", args.resume,
                   "auto: continue the newest complete checkpoint of --run-dir; or a step-N dir");
+  cmd->add_flag("--extend", args.extend,
+               "with --resume: train a run on past its train.steps (raise it with --set "
+               "train.steps=N); the schedule becomes the one over the new steps");
+  cmd->add_option("--init-from", args.init_from,
+                  "start a new run from this checkpoint's weights (a run dir or step-N dir); "
+                  "optimizer state, step and schedule start fresh");
   cmd->add_option("--nproc", args.nproc, "ranks on this host (default dist.nproc)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--nnodes", args.nnodes, "hosts in the job (run this command on each)")

@@ -3,6 +3,8 @@
 // failure and main() turns that into one line on stderr and an exit code.
 #pragma once
 
+#include <filesystem>
+
 #include <CLI/CLI.hpp>
 
 namespace topspin::cli {
@@ -17,8 +19,15 @@ void RegisterTokenizer(CLI::App& app);
 void RegisterPipeline(CLI::App& app);
 void RegisterTrain(CLI::App& app);
 void RegisterEval(CLI::App& app);
+void RegisterScore(CLI::App& app);
+void RegisterCompletion(CLI::App& app);
 void RegisterProfile(CLI::App& app);
 void RegisterReport(CLI::App& app);
 void RegisterBench(CLI::App& app);
+
+// The config.yaml of the run that holds `path` (a run directory or one of
+// its checkpoints/step-N directories); Error{kUsage} when the run has no
+// checkpoint yet or no config.yaml (pass --config).
+std::filesystem::path RunConfigOf(const std::filesystem::path& path);
 
 }  // namespace topspin::cli

@@ -69,9 +69,11 @@ int main(int argc, char** argv) {
   cli::RegisterPipeline(app);
   cli::RegisterTrain(app);
   cli::RegisterEval(app);
+  cli::RegisterScore(app);
   cli::RegisterProfile(app);
   cli::RegisterReport(app);
   cli::RegisterBench(app);
+  cli::RegisterCompletion(app);
 
   try {
     CheckSubcommandName(app, argc, argv);

@@ -62,7 +62,7 @@ nlohmann::json RunPipelineReport(const Config& config, const PipelineReportOptio
     docs += b->num_docs;
     progress.Update(++batches);
   }
-  progress.Finish();
+  progress.Complete();  // an epoch may end a batch short of the estimate
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const PipelineStats s = p.Stats();

@@ -72,7 +72,9 @@ Schema BuildSchema() {
             .type = VT::kString,
             .default_value = std::string(""),
             .doc = "validation dataset directory (empty: no validation)"});
-  s.Section("pipeline", "The input pipeline; `topspin tune` picks these from measurements.")
+  s.Section("pipeline",
+            "The input pipeline, set by hand: `topspin pipeline CONFIG` measures a setting's "
+            "throughput and stalls.")
       .Add({.key = "pipeline.threads",
             .type = VT::kInt,
             .default_value = int64_t{4},

@@ -7,6 +7,26 @@
 #include <fmt/format.h>
 
 namespace topspin {
+namespace {
+
+// The bar on screen (its last drawing, "\r\033[2K..."), empty when none.
+std::mutex g_line_mu;
+std::string g_line;  // guarded by g_line_mu
+
+}  // namespace
+
+void WithProgressLineCleared(const std::function<void()>& write) {
+  std::lock_guard lock(g_line_mu);
+  if (!g_line.empty()) {
+    std::fputs("\r\033[2K", stderr);
+    std::fflush(stderr);
+  }
+  write();
+  if (!g_line.empty()) {
+    std::fputs(g_line.c_str(), stderr);
+    std::fflush(stderr);
+  }
+}
 
 std::string FormatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -57,6 +77,7 @@ Progress::Progress(std::string label, uint64_t total, ProgressOptions options)
     : label_(std::move(label)), total_(total), options_(std::move(options)) {
   tty_ = options_.is_tty.value_or(::isatty(STDERR_FILENO) == 1);
   if (!options_.sink) {
+    on_stderr_ = true;
     options_.sink = [](const std::string& line) {
       std::fputs(line.c_str(), stderr);
       std::fflush(stderr);
@@ -102,11 +123,23 @@ void Progress::Finish() {
   DrawLocked(true);
 }
 
+void Progress::Complete() {
+  std::lock_guard lock(mu_);
+  if (finished_) return;
+  total_ = done_;
+  finished_ = true;
+  DrawLocked(true);
+}
+
 void Progress::DrawLocked(bool final) {
   const std::string line = FormatProgressLine(label_, done_, total_, Now() - start_s_,
                                               options_.unit, final, tty_ ? 24 : 0);
   if (tty_) {
-    options_.sink("\r\033[2K" + line + (final ? "\n" : ""));
+    const std::string drawn = "\r\033[2K" + line + (final ? "\n" : "");
+    if (!on_stderr_) return options_.sink(drawn);
+    std::lock_guard lock(g_line_mu);
+    options_.sink(drawn);
+    g_line = final ? std::string() : drawn;
   } else {
     options_.sink(line + "\n");
   }

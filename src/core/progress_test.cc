@@ -2,8 +2,12 @@
 
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "topspin/core/log.h"
 
 namespace topspin {
 namespace {
@@ -80,6 +84,40 @@ TEST(Progress, TerminalRedrawsOneLine) {
   EXPECT_EQ(clock.lines[0].find('\n'), std::string::npos);
   EXPECT_EQ(clock.lines.back().back(), '\n');
   EXPECT_THAT(clock.lines.back(), HasSubstr("[========================]"));
+}
+
+TEST(Progress, LogLinesDoNotGlueOntoATerminalBar) {
+  InitLogging("info");
+  testing::internal::CaptureStderr();
+  {
+    Progress p("work", 10, {.tty_interval_s = 0, .is_tty = true});  // draws on stderr
+    p.Update(3);
+    spdlog::info("hello");
+    p.Update(5);
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  // The bar at 3/10 is erased before the log line, which starts a line of
+  // its own, and drawn again after it.
+  const size_t hello = err.find("hello\n");
+  ASSERT_NE(hello, std::string::npos) << err;
+  const size_t bar = err.find("3/10");
+  ASSERT_LT(bar, hello) << err;
+  const std::string between = err.substr(bar, hello - bar);
+  EXPECT_THAT(between, HasSubstr("\r\033[2K20")) << between;  // erased, then the timestamp
+  EXPECT_THAT(err.substr(hello), StartsWith("hello\n\r\033[2Kwork")) << err;
+  EXPECT_THAT(err, HasSubstr("5/10"));
+}
+
+TEST(Progress, CompleteCountsWhatWasDoneAsTheTotal) {
+  std::vector<std::string> lines;
+  {
+    Progress p("stream", 201, {.sink = [&](const std::string& l) { lines.push_back(l); },
+                               .is_tty = false});
+    p.Update(200);
+    p.Complete();
+  }
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("100.0%  200/200")) << lines[0];
 }
 
 }  // namespace

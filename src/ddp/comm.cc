@@ -79,8 +79,19 @@ std::string Proof(const std::string& token, const std::string& nonce, int rank) 
 
 // Rank 0 checks every other rank's proof of the job token; all ranks learn
 // the verdict and fail together when one rank is refused.
+constexpr const char* kNoToken = "no-token";
+
 void CheckToken(c10d::Store& store, const LaunchEnv& env, const std::string& token) {
   if (token.empty()) {
+    // Say so in the store first: the ranks waiting for this one's proof
+    // fail now, naming it, instead of at the timeout.
+    if (env.rank == 0) {
+      store.set("auth/nonce", Bytes(""));
+      store.set("auth/verdict", Bytes("rank 0 has no job token (TOPSPIN_JOB_TOKEN is unset on "
+                                      "its host)"));
+    } else {
+      store.set(fmt::format("auth/proof/{}", env.rank), Bytes(kNoToken));
+    }
     throw DistError(
         fmt::format("the job's store ({}:{}) is reachable from other hosts, and the job has no "
                     "token",
@@ -97,7 +108,11 @@ void CheckToken(c10d::Store& store, const LaunchEnv& env, const std::string& tok
     std::string verdict = "ok";
     for (int r = 1; r < env.world_size && verdict == "ok"; ++r) {
       const std::string key = fmt::format("auth/proof/{}", r);
-      if (Bytes(store.get(key)) != Proof(token, nonce, r)) {
+      const std::string proof = Bytes(store.get(key));
+      if (proof == kNoToken) {
+        verdict = fmt::format(
+            "rank {} was refused: it has no job token (TOPSPIN_JOB_TOKEN is unset on its host)", r);
+      } else if (proof != Proof(token, nonce, r)) {
         verdict = fmt::format("rank {} was refused: it presented a wrong job token", r);
       }
     }

@@ -1,6 +1,8 @@
 #include "topspin/perf/bench_table.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -8,13 +10,64 @@
 
 namespace topspin {
 
+const char* BetterName(Better better) {
+  switch (better) {
+    case Better::kHigher: return "higher";
+    case Better::kLower: return "lower";
+    case Better::kSame: return "same";
+  }
+  return "?";
+}
+
+double BenchRow::ratio() const {
+  if (!(peer > 0) || !(ours >= 0) || !std::isfinite(ours) || !std::isfinite(peer)) return 0;
+  const double r = ours / peer;
+  return r > 1e4 || r < 1e-4 ? 0 : r;
+}
+
+namespace {
+
+// 12345678 (whole numbers as they are), 1234.5, 12.345, 0.01234.
+std::string FormatFigure(double v) {
+  if (!std::isfinite(v)) return fmt::format("{}", v);
+  const double a = std::abs(v);
+  if (v == std::floor(v) && a < 1e15) return fmt::format("{:.0f}", v);
+  if (a >= 1000) return fmt::format("{:.1f}", v);
+  if (a >= 1) return fmt::format("{:.3f}", v);
+  return fmt::format("{:.4g}", v);
+}
+
+}  // namespace
+
 std::string FormatBenchTable(const BenchTable& t) {
-  std::string out = fmt::format("bench {}: {}\n", t.workload, t.setup);
-  out += fmt::format("{:<28} {:>12} {:<20} {:>12} {:<10} {:>7}\n", "case", "ours", "peer", "peer",
-                     "unit", "ratio");
+  std::vector<std::array<std::string, 7>> cells = {
+      {"case", "ours", "peer", "peer", "unit", "better", "ratio"}};
   for (const auto& r : t.rows) {
-    out += fmt::format("{:<28} {:>12.3f} {:<20} {:>12.3f} {:<10} {:>6.2f}x\n", r.case_name, r.ours,
-                       r.peer_name, r.peer, r.unit, r.ratio());
+    const double ratio = r.ratio();
+    cells.push_back({r.case_name, FormatFigure(r.ours), r.peer_name, FormatFigure(r.peer), r.unit,
+                     BetterName(r.better), ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-"});
+  }
+  std::array<size_t, 7> width{};
+  for (const auto& row : cells) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      // Display width: count UTF-8 lead bytes only ("µs" is two bytes).
+      size_t w = 0;
+      for (unsigned char ch : row[c]) w += (ch & 0xC0) != 0x80;
+      width[c] = std::max(width[c], w);
+    }
+  }
+  constexpr std::array<bool, 7> right = {false, true, false, true, false, false, true};
+  std::string out = fmt::format("bench {}: {}\n", t.workload, t.setup);
+  for (const auto& row : cells) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      size_t w = 0;
+      for (unsigned char ch : row[c]) w += (ch & 0xC0) != 0x80;
+      const std::string pad(width[c] - w, ' ');
+      line += (c ? "  " : "") + (right[c] ? pad + row[c] : row[c] + pad);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
   }
   return out;
 }
@@ -27,6 +80,7 @@ std::string BenchTableJson(const BenchTable& t) {
                     {"peer", r.peer_name},
                     {"peer_value", r.peer},
                     {"unit", r.unit},
+                    {"better", BetterName(r.better)},
                     {"ratio", r.ratio()}});
   }
   return nlohmann::json{{"workload", t.workload}, {"setup", t.setup}, {"rows", rows}}.dump(2) +

@@ -4,6 +4,10 @@
 #include "topspin/perf/report.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -12,6 +16,7 @@
 #include "topspin/build_info.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
+#include "topspin/core/strings.h"
 
 namespace topspin {
 namespace {
@@ -149,6 +154,37 @@ std::string ProfileSection(const RunReport& r) {
   return out + "</section>\n</div>\n";
 }
 
+std::string CheckpointSection(const RunReport& r) {
+  std::string out = "<h2>Checkpoints</h2>\n<div class=\"panel\" id=\"checkpoints\">\n";
+  if (r.checkpoints.empty()) {
+    return out + "<p class=\"note\">No complete checkpoint in checkpoints/.</p></div>\n";
+  }
+  std::map<int64_t, double> ndcg;
+  for (const auto& e : r.metrics.eval) {
+    const auto it = e.values.find("valid/ndcg@10");
+    if (it != e.values.end()) ndcg[e.step] = it->second;
+  }
+  const int64_t best = BestCheckpoint(r.checkpoints, r.metrics);
+  out += "<table><thead><tr><th>checkpoint</th><th class=\"num\">valid ndcg@10</th><th></th>"
+         "</tr></thead><tbody>\n";
+  for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it) {
+    const int64_t step = *it;
+    std::vector<std::string> notes;
+    if (step == best) notes.push_back("best");
+    if (step == r.checkpoints.back()) notes.push_back("newest");
+    const auto v = ndcg.find(step);
+    out += fmt::format(
+        "<tr data-step=\"{0}\"{1}><td>checkpoints/step-{0}</td><td class=\"num\">{2}</td>"
+        "<td>{3}</td></tr>\n",
+        step, step == best ? " class=\"best\"" : "",
+        v == ndcg.end() ? "-" : fmt::format("{:.4f}", v->second), Join(notes, ", "));
+  }
+  out += "</tbody></table>\n<p class=\"caption\">The checkpoints still on disk "
+         "(train.keep_checkpoints prunes older ones), with the evaluation of their step. "
+         "<code>topspin eval</code> and <code>topspin score</code> take any of them.</p>\n";
+  return out + "</div>\n";
+}
+
 std::string ConfigSection(const RunReport& r) {
   std::string out = "<h2>Config</h2>\n<div class=\"panel\">\n";
   if (!r.config_yaml) {
@@ -163,6 +199,21 @@ std::string ConfigSection(const RunReport& r) {
 }
 
 }  // namespace
+
+int64_t BestCheckpoint(const std::vector<int64_t>& checkpoints, const MetricsLog& metrics) {
+  int64_t best = -1;
+  double best_value = -std::numeric_limits<double>::infinity();
+  for (const auto& e : metrics.eval) {
+    const auto it = e.values.find("valid/ndcg@10");
+    if (it == e.values.end() || !std::isfinite(it->second)) continue;
+    if (!std::binary_search(checkpoints.begin(), checkpoints.end(), e.step)) continue;
+    if (it->second > best_value) {
+      best_value = it->second;
+      best = e.step;
+    }
+  }
+  return best;
+}
 
 RunReport LoadRunReport(const fs::path& run_dir) {
   if (!fs::is_directory(run_dir)) {
@@ -196,6 +247,19 @@ RunReport LoadRunReport(const fs::path& run_dir) {
       r.warnings.push_back(e.Message());
     }
   }
+  if (fs::is_directory(run_dir / "checkpoints")) {
+    for (const auto& entry : fs::directory_iterator(run_dir / "checkpoints")) {
+      const std::string name = entry.path().filename().string();
+      int64_t step = -1;
+      const char* digits = name.data() + std::min<size_t>(5, name.size());
+      const auto [end, ec] = std::from_chars(digits, name.data() + name.size(), step);
+      if (name.starts_with("step-") && ec == std::errc() && end == name.data() + name.size() &&
+          fs::exists(entry.path() / "manifest.json")) {
+        r.checkpoints.push_back(step);
+      }
+    }
+    std::sort(r.checkpoints.begin(), r.checkpoints.end());
+  }
   const fs::path config = run_dir / "config.yaml";
   if (fs::exists(config)) {
     r.config_yaml = ReadFile(config);
@@ -220,6 +284,7 @@ std::string RenderReportHtml(const RunReport& r) {
   out += perf_internal::SummaryCards(r);
   out += Plots(r);
   out += ProfileSection(r);
+  out += CheckpointSection(r);
   out += ConfigSection(r);
   out += fmt::format(
       "<footer>Written by <code>topspin report</code> (topspin {}, {}): one file, no scripts, "

@@ -77,24 +77,50 @@ ReportPlot Lines(Chart chart, std::string caption) {
   return {std::move(chart), std::move(svg), std::move(caption)};
 }
 
+// Where each resumed run took over: its first record says "resumed_from".
+std::vector<ChartMarker> ResumeMarkers(const MetricsLog& m) {
+  std::vector<ChartMarker> out;
+  for (const auto& r : m.train) {
+    const double from = Value(r, "resumed_from");
+    if (std::isfinite(from)) out.push_back({from, fmt::format("resumed at {:.0f}", from)});
+  }
+  return out;
+}
+
 ReportPlot LossPlot(const MetricsLog& m) {
   Chart c{.name = "loss", .title = "Training loss", .x_label = "step", .y_label = "loss"};
   c.empty_note = "no \"loss\" in any training record";
   c.series.push_back(SeriesOf(m.train, "loss", "loss", Palette()[0]));
-  return Lines(std::move(c), "The training loss, averaged over each log window (train.log_every).");
+  c.markers = ResumeMarkers(m);
+  return Lines(std::move(c),
+               "The training loss, averaged over each log window (train.log_every); dashed lines "
+               "mark resumes.");
 }
 
-ReportPlot ValidationPlot(const MetricsLog& m) {
-  Chart c{
-      .name = "validation", .title = "Validation metrics", .x_label = "step", .y_label = "score"};
-  c.empty_note = "no evaluation records: data.valid is empty, or no evaluation has run yet";
+// One chart per metric, each on its own scale: NDCG@1 at 0.84 and MRR at
+// 0.99 on one axis would flatten both.
+std::vector<ReportPlot> ValidationPlots(const MetricsLog& m) {
   const auto names =
-      NamesWithPrefix(m.eval, "valid/", {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr"});
-  for (size_t i = 0; i < names.size(); ++i) {
-    c.series.push_back(SeriesOf(m.eval, "valid/" + names[i], names[i], Palette()[i % 10]));
+      NamesWithPrefix(m.eval, "valid/", {"ndcg@10", "ndcg@1", "ndcg@3", "ndcg@5", "map@10", "mrr"});
+  std::vector<ReportPlot> out;
+  if (names.empty()) {
+    Chart c{.name = "validation", .title = "Validation", .x_label = "step", .y_label = "score"};
+    c.empty_note = "no evaluation records: data.valid is empty, or no evaluation has run yet";
+    out.push_back(Lines(std::move(c), "Ranking metrics on data.valid (train.eval_every)."));
+    return out;
   }
-  return Lines(std::move(c),
-               "Ranking metrics on data.valid at each evaluation (train.eval_every).");
+  for (size_t i = 0; i < names.size(); ++i) {
+    Chart c{.name = "validation-" + names[i],
+            .title = "Validation " + names[i],
+            .x_label = "step",
+            .y_label = names[i]};
+    c.series.push_back(SeriesOf(m.eval, "valid/" + names[i], names[i], Palette()[(i + 1) % 10]));
+    c.markers = ResumeMarkers(m);
+    out.push_back(Lines(std::move(c), fmt::format("{} on data.valid at each evaluation "
+                                                  "(train.eval_every), on its own scale.",
+                                                  names[i])));
+  }
+  return out;
 }
 
 ReportPlot ThroughputPlot(const MetricsLog& m) {
@@ -106,6 +132,7 @@ ReportPlot ThroughputPlot(const MetricsLog& m) {
           .y_from_zero = true};
   c.empty_note = "no \"docs_per_s\" in any training record";
   c.series.push_back(SeriesOf(m.train, "docs_per_s", "docs/s", Palette()[4]));
+  c.markers = ResumeMarkers(m);
   return Lines(std::move(c),
                "Documents trained per second in each log window, evaluation and checkpoint time "
                "left out.");
@@ -239,7 +266,7 @@ std::string ProfileCards(const RunReport& r) {
 std::vector<ReportPlot> ReportPlots(const MetricsLog& metrics) {
   std::vector<ReportPlot> plots;
   plots.push_back(LossPlot(metrics));
-  plots.push_back(ValidationPlot(metrics));
+  for (auto& plot : ValidationPlots(metrics)) plots.push_back(std::move(plot));
   plots.push_back(ThroughputPlot(metrics));
   plots.push_back(PhasePlot(metrics));
   plots.push_back(LoaderPlot(metrics));

@@ -17,8 +17,9 @@ struct ReportPlot {
   std::string caption;  // what the plot shows, in a sentence
 };
 
-// loss, validation, throughput, phases (stacked bars), loader: in that
-// order, each drawn even when it has no data (then it says why).
+// loss, one validation-<metric> per metric ("validation" when there is
+// none), throughput, phases (stacked bars), loader: in that order, each
+// drawn even when it has no data (then it says why).
 std::vector<ReportPlot> ReportPlots(const MetricsLog& metrics);
 
 // A phase's colour, the same in the bars and the profile table.

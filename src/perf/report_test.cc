@@ -169,8 +169,11 @@ TEST_F(RunDirReport, EveryPlotCarriesItsData) {
   // 5 training records; evaluations at 20 and 40 with six metrics each.
   EXPECT_EQ(CountsOf(html, "loss").series, 1);
   EXPECT_EQ(CountsOf(html, "loss").points, 5);
-  EXPECT_EQ(CountsOf(html, "validation").series, 6);
-  EXPECT_EQ(CountsOf(html, "validation").points, 12);
+  // One chart per validation metric, each on its own scale.
+  for (const char* metric : {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr"}) {
+    EXPECT_EQ(CountsOf(html, std::string("validation-") + metric).series, 1) << metric;
+    EXPECT_EQ(CountsOf(html, std::string("validation-") + metric).points, 2) << metric;
+  }
   EXPECT_EQ(CountsOf(html, "throughput").points, 5);
   // Phases that were 0 all run (sync, eval, checkpoint) draw nothing.
   EXPECT_EQ(CountsOf(html, "phases").series, 6);
@@ -182,6 +185,46 @@ TEST_F(RunDirReport, EveryPlotCarriesItsData) {
     EXPECT_NE(html.find(fmt::format(">{}</text>", name)), std::string::npos) << name;
   }
   EXPECT_NE(html.find(">ms per step</text>"), std::string::npos);
+}
+
+TEST_F(RunDirReport, ResumesAreMarkedOnThePlots) {
+  std::string metrics = ReadFile(dir_ / kMetricsFile);
+  // A run resumed from step 30: its first record says so.
+  metrics += R"({"step":60,"time":1767225700,"loss":0.01,"resumed_from":30})"
+             "\n";
+  WriteFileAtomic(dir_ / kMetricsFile, metrics);
+  const std::string html = Html();
+  EXPECT_NE(html.find("<title>resumed at 30</title>"), std::string::npos);
+  // On the loss, throughput and each validation chart.
+  size_t markers = 0;
+  for (size_t at = html.find("class=\"marker\""); at != std::string::npos;
+       at = html.find("class=\"marker\"", at + 1)) {
+    ++markers;
+  }
+  EXPECT_EQ(markers, 2u + 6u);
+}
+
+TEST_F(RunDirReport, TheCheckpointsOnDiskAreListedWithTheBest) {
+  // Checkpoints 20 and 40 were evaluated (0.5, 0.7); 50 is the newest;
+  // 10 is pruned; 60 is incomplete.
+  for (const char* dir : {"step-20", "step-40", "step-50", "step-60.incomplete"}) {
+    std::filesystem::create_directories(dir_ / "checkpoints" / dir);
+    if (!std::string(dir).ends_with("incomplete")) {
+      WriteFileAtomic(dir_ / "checkpoints" / dir / "manifest.json", "{}");
+    }
+  }
+  const RunReport report = LoadRunReport(dir_.path());
+  EXPECT_EQ(report.checkpoints, (std::vector<int64_t>{20, 40, 50}));
+  EXPECT_EQ(BestCheckpoint(report.checkpoints, report.metrics), 40);
+  const std::string html = RenderReportHtml(report);
+  EXPECT_NE(html.find("<tr data-step=\"40\" class=\"best\"><td>checkpoints/step-40</td>"
+                      "<td class=\"num\">0.7000</td><td>best</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<td>checkpoints/step-50</td><td class=\"num\">-</td><td>newest</td>"),
+            std::string::npos);
+  EXPECT_EQ(html.find("step-60"), std::string::npos);
+  EXPECT_EQ(html.find("step-10<"), std::string::npos);
 }
 
 TEST_F(RunDirReport, TheProfileSectionHasTheTableBoundAndMfu) {

@@ -293,6 +293,15 @@ std::string RenderLineChart(const Chart& chart) {
   std::string out = Header(chart, Height(legend), drawn.size(), points);
   out += Axes(chart, f, y_ticks, x_ticks);
   for (const ChartSeries* s : drawn) out += LineSeries(chart, *s, f);
+  for (const ChartMarker& m : chart.markers) {
+    if (!(m.x >= x.lo && m.x <= x.hi)) continue;
+    const double px = f.Px(m.x);
+    out += fmt::format(
+        "<g class=\"marker\"><title>{0}</title><line x1=\"{1:.1f}\" x2=\"{1:.1f}\" y1=\"{2}\" "
+        "y2=\"{3}\" stroke=\"#57606a\" stroke-dasharray=\"4 3\"/><text x=\"{4:.1f}\" "
+        "y=\"{5}\" font-size=\"10\" fill=\"#57606a\">{0}</text></g>\n",
+        HtmlEscape(m.label), px, kTop, kBottom, px + 3, kTop + 10);
+  }
   out += legend.svg;
   out += "</svg>\n";
   return out;

@@ -26,6 +26,13 @@ struct ChartSeries {
   std::vector<double> y;  // a non-finite value is a gap: neither drawn nor counted
 };
 
+// A vertical dashed line across a line chart at x, e.g. where a resumed
+// run took over; `label` is its tooltip and caption.
+struct ChartMarker {
+  double x = 0;
+  std::string label;
+};
+
 struct Chart {
   std::string name;  // data-plot attribute, e.g. "loss"
   std::string title;
@@ -36,10 +43,12 @@ struct Chart {
   bool y_from_zero = false;  // keep 0 in the y range (throughput, shares)
   std::string empty_note;    // shown instead of a plot when no series has a point
   std::vector<ChartSeries> series;
+  std::vector<ChartMarker> markers;  // line charts; those outside the x range are left out
 };
 
 // Lines over a numeric x. Series with few points (and isolated points
-// between gaps) also get markers, each with its value as a tooltip.
+// between gaps) also get markers, each with its value as a tooltip. Each
+// ChartMarker in range is a dashed line with class="marker".
 std::string RenderLineChart(const Chart& chart);
 
 // One bar per x value, evenly spaced, series stacked in order. Series

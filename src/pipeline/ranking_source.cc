@@ -67,6 +67,19 @@ class RankingSource final : public Source {
                         ErrorWhere{.file = dir},
                         "convert it with --group COL (the query id column)");
     }
+    const Manifest& stats = spec.statistics ? *spec.statistics : m;
+    std::vector<ColumnSpec> reference = stats.schema;
+    if (spec.allow_unlabeled) {
+      // Unlabeled scoring data: the reference's label column may be absent.
+      if (label_.empty()) label_ = stats.label_column;
+      const auto has = [&](const std::vector<ColumnSpec>& s) {
+        return std::any_of(s.begin(), s.end(), [&](const ColumnSpec& c) { return c.name == label_; });
+      };
+      if (!label_.empty() && !has(m.schema) && has(reference)) {
+        std::erase_if(reference, [&](const ColumnSpec& c) { return c.name == label_; });
+        unlabeled_ = true;
+      }
+    }
     if (label_.empty()) {
       throw ConfigError(fmt::format("dataset {} has no label column", dir), ErrorWhere{.file = dir},
                         "convert it with --label COL, or set the label in the spec");
@@ -80,12 +93,11 @@ class RankingSource final : public Source {
                                           fmt::format("pipeline.sparse[{}]", i)));
     }
     label_chain_ = ParseFeatureChain(label_ + ": impute(0)", FeatureKind::kDense, "label");
-    const Manifest& stats = spec.statistics ? *spec.statistics : m;
-    if (stats.schema != m.schema) {
+    if (reference != m.schema) {
       throw ConfigError(
           fmt::format("dataset {} has a different schema from the dataset whose statistics fix "
                       "its transforms (the training data, the reference): {}",
-                      dir, DescribeSchemaDifference(m.schema, stats.schema)),
+                      dir, DescribeSchemaDifference(m.schema, reference)),
           ErrorWhere{.file = dir},
           "evaluate on data converted with the same columns and types as the training data");
     }
@@ -152,7 +164,11 @@ class RankingSource final : public Source {
         ++sparse_at;
       }
     }
-    RunDenseChain(label_chain_, table.columns[label_at_], 0, rows, unit->labels.data(), 1);
+    if (unlabeled_) {
+      std::fill_n(unit->labels.data(), rows, 0.0f);
+    } else {
+      RunDenseChain(label_chain_, table.columns[label_at_], 0, rows, unit->labels.data(), 1);
+    }
     unit->bytes =
         unit->dense.size() * 4 + unit->sparse.size() * 8 + rows * 4 + unit->group_starts.size() * 4;
     clock.Lap(kTransform, unit->bytes);
@@ -209,7 +225,7 @@ class RankingSource final : public Source {
       for (const auto& name : chain.columns) ats.push_back(at(name));
       chain_at_.push_back(ats);
     }
-    label_at_ = at(label_);
+    if (!unlabeled_) label_at_ = at(label_);
     group_at_ = at(group_);
     for (size_t s = 0; s < reader_.num_shards(); ++s) {
       if (reader_.shard(s).schema() != reader_.manifest().schema) {
@@ -256,6 +272,7 @@ class RankingSource final : public Source {
   std::vector<size_t> columns_;                // schema indices decoded per unit
   std::vector<std::vector<size_t>> chain_at_;  // per chain: its inputs in columns_
   size_t label_at_ = 0, group_at_ = 0;
+  bool unlabeled_ = false;  // allow_unlabeled and the label column is absent: labels 0
   std::vector<UnitPlace> places_;
   std::vector<uint64_t> first_sample_;  // [units + 1]
   size_t max_list_ = 1;

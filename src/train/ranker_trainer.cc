@@ -111,9 +111,12 @@ void CheckModelFitsInMemory(const Config& config, const RankerOptions& o,
             : "use narrower layers (model.top, model.bottom)");
 }
 
-// The hashed keys whose values differ between two CanonicalText()s:
-// "model.top is 32 in the checkpoint and 64 here; optim.lr ...".
-std::string DescribeConfigDifference(const std::string& saved, const std::string& now) {
+// A hashed key whose value differs between two CanonicalText()s.
+struct KeyDifference {
+  std::string key, saved, now;  // "unset" where the key is absent
+};
+
+std::vector<KeyDifference> ConfigDifferences(const std::string& saved, const std::string& now) {
   const auto parse = [](const std::string& text) {
     std::map<std::string, std::string> values;
     for (const std::string& line : Split(text, '\n')) {
@@ -123,16 +126,25 @@ std::string DescribeConfigDifference(const std::string& saved, const std::string
     return values;
   };
   const auto a = parse(saved), b = parse(now);
-  std::vector<std::string> parts;
+  std::vector<KeyDifference> out;
   for (const auto& [key, value] : a) {
     const auto it = b.find(key);
     const std::string here = it == b.end() ? "unset" : it->second;
-    if (here != value) {
-      parts.push_back(fmt::format("{} is {} in the checkpoint and {} here", key, value, here));
-    }
+    if (here != value) out.push_back({key, value, here});
   }
   for (const auto& [key, value] : b) {
-    if (!a.contains(key)) parts.push_back(fmt::format("{} is new here ({})", key, value));
+    if (!a.contains(key)) out.push_back({key, "unset", value});
+  }
+  return out;
+}
+
+// "model.top is 32 in the checkpoint and 64 here; optim.lr ...".
+std::string DescribeConfigDifference(const std::vector<KeyDifference>& differences) {
+  std::vector<std::string> parts;
+  for (const auto& d : differences) {
+    parts.push_back(d.saved == "unset" ? fmt::format("{} is new here ({})", d.key, d.now)
+                                       : fmt::format("{} is {} in the checkpoint and {} here",
+                                                     d.key, d.saved, d.now));
   }
   return Join(parts, "; ");
 }
@@ -385,6 +397,18 @@ Checkpoint LoadCheckpointDir(const fs::path& dir) {
   return CheckpointStore(dir.parent_path()).Load(step);
 }
 
+// A run directory's newest complete checkpoint, or a step-N directory.
+Checkpoint OpenCheckpoint(const fs::path& path) {
+  if (!fs::is_directory(path / "checkpoints")) return LoadCheckpointDir(path);
+  auto latest = CheckpointStore(path / "checkpoints").LoadLatest();
+  if (!latest) {
+    throw ConfigError(fmt::format("run directory {} has no complete checkpoint", path.string()),
+                      ErrorWhere{.file = path.string()},
+                      "train first, or pass a checkpoints/step-N directory");
+  }
+  return std::move(*latest);
+}
+
 // Copies checkpoint tensor `name` into the live tensor `t`: elements
 // [offset, offset + t.numel()) of a saved tensor of `saved_numel` elements
 // (by default the same size as t).
@@ -553,7 +577,11 @@ class Trainer {
           table, SparseOptimizer::Options{
                      .kind = sparse_kind, .beta1 = optim.beta1, .beta2 = optim.beta2});
     }
-    if (ckpt) Restore(*ckpt);
+    if (ckpt) {
+      Restore(*ckpt);
+    } else if (!options.init_from.empty()) {
+      InitFrom(options.init_from);
+    }
     if (comm_) {
       std::vector<std::pair<int64_t, int64_t>> slots;
       for (const auto& slot : flat_->slots()) slots.emplace_back(slot.offset, slot.numel);
@@ -592,7 +620,10 @@ class Trainer {
     // Phase and loader-stage totals when the window began: each record
     // carries the window's share of them (the report's stacked bars).
     std::map<std::string, double> window_phases = result_.phase_s;
-    std::map<std::string, double> window_stage_busy = StageBusy();
+    // The loader's counters start with the pipeline, which works ahead
+    // while the model is built: the first window counts that work too.
+    std::map<std::string, double> window_stage_busy;
+    bool first_record = true;
     while (step_ < steps) {
       const double step_start = trace_ ? trace_->Now() : 0;
       const auto [loss, docs] = Step();
@@ -607,6 +638,24 @@ class Trainer {
       ++step_;
       ++run_steps;
       progress.Update(static_cast<uint64_t>(step_));
+      // Evaluation and checkpoint of this step run before its log record,
+      // so their time is in the window they happened in; the record is on
+      // disk (fdatasync) with the checkpoint.
+      const bool dying = options_.stop_after_steps > 0 && run_steps >= options_.stop_after_steps;
+      bool checkpointed = false;
+      if (stop_) {
+        spdlog::warn("stop requested: checkpointing step {} and stopping", step_);
+        result_.stopped = true;
+        CheckpointAllRanks();
+        checkpointed = true;
+      } else if (!dying) {
+        const bool last = step_ == steps;
+        if (leader() && ((eval_every > 0 && step_ % eval_every == 0) || last)) Evaluate();
+        if ((ckpt_every > 0 && step_ % ckpt_every == 0) || last) {
+          CheckpointAllRanks();
+          checkpointed = true;
+        }
+      }
       if (step_ % log_every == 0 || step_ == steps) {
         PhaseTimer timer(result_.phase_s, "log", trace_, track_);
         device_timer_->Collect(result_.phase_s, /*wait=*/true);  // CUDA: the window's GPU phases
@@ -615,6 +664,11 @@ class Trainer {
         MetricValues record = {{"loss", result_.last_loss},
                                {"lr", schedule_.At(step_ - 1)},
                                {"skipped_steps", double(result_.skipped_steps)}};
+        // The report marks where a resumed run took over.
+        if (first_record && result_.resumed_from >= 0) {
+          record["resumed_from"] = double(result_.resumed_from);
+        }
+        first_record = false;
         // The window's mean global gradient norm, before clipping.
         if (window_grad_steps_ > 0) {
           record["grad_norm"] = window_grad_norm_ / double(window_grad_steps_);
@@ -630,16 +684,12 @@ class Trainer {
         window_steps = window_docs = 0;
         window_start = Clock::now();
       }
-      if (options_.stop_after_steps > 0 && run_steps >= options_.stop_after_steps) break;
-      if (stop_) {
-        spdlog::warn("stop requested: checkpointing step {} and stopping", step_);
-        result_.stopped = true;
-        CheckpointAllRanks();
-        break;
+      if (checkpointed && leader()) {
+        // The metrics up to this step are as durable as the checkpoint.
+        PhaseTimer timer(result_.phase_s, "checkpoint", trace_, track_);
+        sinks_.Flush();
       }
-      const bool last = step_ == steps;
-      if (leader() && ((eval_every > 0 && step_ % eval_every == 0) || last)) Evaluate();
-      if ((ckpt_every > 0 && step_ % ckpt_every == 0) || last) CheckpointAllRanks();
+      if (dying || stop_) break;
     }
     progress.Finish();
     device_timer_->Collect(result_.phase_s, /*wait=*/true);
@@ -975,9 +1025,6 @@ class Trainer {
     if (!leader()) return;
     for (auto& [name, t] : state) t = t.to(torch::kCPU).contiguous();  // device state out
     SaveCheckpoint(state);
-    // The metrics up to this step are as durable as the checkpoint.
-    PhaseTimer timer(result_.phase_s, "checkpoint", trace_, track_);
-    sinks_.Flush();
   }
 
   void SaveCheckpoint(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
@@ -1009,6 +1056,7 @@ class Trainer {
         {"dense_steps", dense_opt_->steps()},
         {"skipped_steps", result_.skipped_steps},
         {"bad_in_a_row", bad_in_a_row_}};
+    if (!init_from_.empty()) meta["init_from"] = init_from_.string();
     w.SetMeta(meta.dump());
     result_.checkpoint = w.Commit().dir;
   }
@@ -1030,20 +1078,99 @@ class Trainer {
             p.at("next_batch").get<uint64_t>()};
   }
 
+  // The checkpoint's config differs from this run's: a resume is refused
+  // unless it is an extension (options_.extend) whose only hashed change is
+  // a larger train.steps. The schedule is then the extended run's:
+  // lr(step) over the new train.steps, logged where it differs from the
+  // rate the old schedule had at this step. Rank 0 rewrites config.yaml so
+  // later resumes of the run use the extended config.
+  void CheckExtension(const Checkpoint& c, const nlohmann::json& meta) {
+    const std::string saved_hash = meta.at("config_hash").get<std::string>();
+    const ErrorWhere where{.file = c.dir.string()};
+    if (!meta.contains("config")) {
+      throw ConfigError(fmt::format("checkpoint {} was written with config hash {}, this run has {}",
+                                    c.dir.string(), saved_hash, config_.Hash()),
+                        where,
+                        "resume with the run's config (its config.yaml); `topspin config hash` "
+                        "shows what a config hashes to");
+    }
+    const auto differences =
+        ConfigDifferences(meta.at("config").get<std::string>(), config_.CanonicalText());
+    const std::string described = DescribeConfigDifference(differences);
+    std::vector<std::string> other;
+    int64_t saved_steps = -1;
+    for (const auto& d : differences) {
+      if (d.key != "train.steps") {
+        other.push_back(d.key);
+        continue;
+      }
+      std::from_chars(d.saved.data(), d.saved.data() + d.saved.size(), saved_steps);
+    }
+    if (!options_.extend) {
+      throw ConfigError(
+          fmt::format("checkpoint {} was written with config hash {}, this run has {}: {}",
+                      c.dir.string(), saved_hash, config_.Hash(), described),
+          where,
+          other.empty()
+              ? "to train a finished run on for more steps, add --extend (the schedule becomes "
+                "the one over the new train.steps)"
+              : "resume with the run's config (its config.yaml), or start a new run from this "
+                "checkpoint's weights with --init-from CHECKPOINT");
+    }
+    const int64_t steps = config_.GetInt("train.steps");
+    if (!other.empty()) {
+      throw ConfigError(
+          fmt::format("--extend changes only train.steps, but {} differ too: {}", Join(other, ", "),
+                      described),
+          ErrorWhere{.file = c.dir.string(), .field = other.front()},
+          "start a new run from this checkpoint's weights with --init-from CHECKPOINT (optimizer "
+          "state and schedule start fresh)");
+    }
+    if (saved_steps < 0 || steps <= saved_steps) {
+      throw ConfigError(
+          fmt::format("--extend needs a larger train.steps than the checkpoint's run ({}), not {}",
+                      saved_steps < 0 ? std::string("unknown") : std::to_string(saved_steps), steps),
+          ErrorWhere{.file = c.dir.string(), .field = "train.steps"},
+          fmt::format("pass --set train.steps=N with N > {}", std::max<int64_t>(saved_steps, 0)));
+    }
+    const int64_t at = meta.at("step").get<int64_t>();
+    TrainConfig old_train = TrainConfig::From(config_);
+    old_train.steps = saved_steps;
+    const double old_lr = LrSchedule(OptimConfig::From(config_), old_train).At(at);
+    const double new_lr = schedule_.At(at);
+    spdlog::info("extending the run from {} to {} steps at step {}{}", saved_steps, steps, at,
+                 old_lr == new_lr ? std::string()
+                                  : fmt::format(": the schedule over {} steps sets lr {:.3g} at this "
+                                                "step (the old one had {:.3g})",
+                                                steps, new_lr, old_lr));
+    if (leader()) WriteFileAtomic(options_.run_dir / "config.yaml", config_.ToYaml());
+  }
+
+  // A new run that starts from a checkpoint's weights: the dense parameters
+  // and embedding tables are copied (every tensor's shape must match this
+  // config's model); optimizer state, step, schedule and data order start
+  // fresh, and features are transformed with this run's data.train
+  // statistics.
+  void InitFrom(const fs::path& path) {
+    const Checkpoint c = OpenCheckpoint(path);
+    const SafetensorsFile file = SafetensorsFile::Open(c.FilePath("model.safetensors"));
+    auto tensors = DenseParamTensors(*flat_, &file);
+    for (size_t t = 0; t < ranker_->tables().size(); ++t) {
+      tensors.emplace_back(TableName(t), ranker_->tables()[t]);
+    }
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& [name, t] : tensors) CopyFromCheckpoint(file, name, t);
+    }
+    init_from_ = c.dir;
+    spdlog::info("initialised from {} (step {}): its dense parameters and embedding tables; the "
+                 "optimizer state, step and schedule start fresh",
+                 c.dir.string(), c.step);
+  }
+
   void Restore(const Checkpoint& c) {
     const auto meta = nlohmann::json::parse(c.meta_json);
-    if (meta.at("config_hash").get<std::string>() != config_.Hash()) {
-      throw ConfigError(
-          fmt::format("checkpoint {} was written with config hash {}, this run has {}{}",
-                      c.dir.string(), meta.at("config_hash").get<std::string>(), config_.Hash(),
-                      meta.contains("config")
-                          ? ": " + DescribeConfigDifference(meta.at("config").get<std::string>(),
-                                                            config_.CanonicalText())
-                          : std::string()),
-          ErrorWhere{.file = c.dir.string()},
-          "resume with the run's config (its config.yaml); `topspin config hash` "
-          "shows what a config hashes to");
-    }
+    if (meta.at("config_hash").get<std::string>() != config_.Hash()) CheckExtension(c, meta);
     const SafetensorsFile file = SafetensorsFile::Open(c.FilePath("model.safetensors"));
     for (auto& [name, t] : StateTensors(&file)) {
       // A sharded optimizer state takes its shard of the whole state saved.
@@ -1098,6 +1225,7 @@ class Trainer {
   const double row_state_vectors_ = config_.GetString("optim.sparse") == "lazy_adam" ? 2 : 0;
   MultiSink sinks_;
   int64_t step_ = 0, bad_in_a_row_ = 0;
+  fs::path init_from_;  // the checkpoint --init-from copied the weights of
   RankerTrainResult result_;
 };
 
@@ -1119,25 +1247,29 @@ std::string DescribePhases(const RankerTrainResult& r) {
   return out;
 }
 
-RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint,
-                                const std::string& dataset_key) {
-  const auto started = Clock::now();
+namespace {
+
+// A checkpoint's model, ready to score data transformed as its training
+// data was (the statistics saved with it).
+struct InferenceModel {
+  Checkpoint checkpoint;
+  std::shared_ptr<const Manifest> statistics;
+  ComputeDevice device;
+  std::unique_ptr<Ranker> ranker;
+};
+
+// `pipeline_for` builds the pipeline from the checkpoint's statistics (the
+// model's feature layout comes from it).
+InferenceModel LoadInferenceModel(
+    const Config& config, const fs::path& checkpoint,
+    const std::function<const Pipeline&(std::shared_ptr<const Manifest>)>& pipeline_for) {
   KeepHeapMemory();
   LimitBlasThreads(1);
   const int64_t threads = config.GetInt("train.torch_threads");
   if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
-  Checkpoint ckpt;
-  if (fs::is_directory(checkpoint / "checkpoints")) {
-    auto latest = CheckpointStore(checkpoint / "checkpoints").LoadLatest();
-    if (!latest) {
-      throw ConfigError(fmt::format("run directory {} has no complete checkpoint", checkpoint.string()),
-                        ErrorWhere{.file = checkpoint.string()},
-                        "train first, or pass a checkpoints/step-N directory");
-    }
-    ckpt = std::move(*latest);
-  } else {
-    ckpt = LoadCheckpointDir(checkpoint);
-  }
+  InferenceModel m;
+  m.checkpoint = OpenCheckpoint(checkpoint);
+  const Checkpoint& ckpt = m.checkpoint;
   if (!ckpt.files.contains(kStatisticsFile)) {
     throw DataError(fmt::format("checkpoint {} has no {}: it predates evaluation outside "
                                 "training",
@@ -1145,26 +1277,86 @@ RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint
                     ErrorWhere{.file = ckpt.dir.string()},
                     "train again (or resume once) with this topspin to write one");
   }
-  const auto statistics = std::make_shared<const Manifest>(Manifest::FromJson(
+  m.statistics = std::make_shared<const Manifest>(Manifest::FromJson(
       ReadFile(ckpt.FilePath(kStatisticsFile)), ckpt.FilePath(kStatisticsFile).string()));
-  const auto pipeline = EvalPipeline(config, dataset_key, statistics);
-  const ComputeDevice device = ResolveDevice(config.GetString("train.device"), VisibleGpus(), 0);
-  UseDevice(device);
-  Ranker ranker(ModelOptions(config, *pipeline));
-  ranker.To(TorchDevice(device));
-  FlatParams flat(ranker.dense_module());
+  const Pipeline& pipeline = pipeline_for(m.statistics);
+  m.device = ResolveDevice(config.GetString("train.device"), VisibleGpus(), 0);
+  UseDevice(m.device);
+  m.ranker = std::make_unique<Ranker>(ModelOptions(config, pipeline));
+  m.ranker->To(TorchDevice(m.device));
+  FlatParams flat(m.ranker->dense_module());
   const SafetensorsFile file = SafetensorsFile::Open(ckpt.FilePath("model.safetensors"));
   auto tensors = DenseParamTensors(flat, &file);
-  for (size_t c = 0; c < ranker.tables().size(); ++c) {
-    tensors.emplace_back(TableName(c), ranker.tables()[c]);
+  for (size_t c = 0; c < m.ranker->tables().size(); ++c) {
+    tensors.emplace_back(TableName(c), m.ranker->tables()[c]);
   }
   for (auto& [name, t] : tensors) CopyFromCheckpoint(file, name, t);
-  const RankMetricAccumulator acc = Score(ranker, *pipeline, Precision(config, device), 0, device);
+  return m;
+}
+
+}  // namespace
+
+RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint,
+                                const std::string& dataset_key) {
+  const auto started = Clock::now();
+  std::unique_ptr<Pipeline> pipeline;
+  InferenceModel m = LoadInferenceModel(
+      config, checkpoint, [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
+        pipeline = EvalPipeline(config, dataset_key, std::move(statistics));
+        return *pipeline;
+      });
+  const RankMetricAccumulator acc = Score(*m.ranker, *pipeline, Precision(config, m.device), 0, m.device);
   RankerEvalResult r;
-  r.checkpoint = ckpt.dir;
-  r.step = static_cast<int64_t>(ckpt.step);
+  r.checkpoint = m.checkpoint.dir;
+  r.step = static_cast<int64_t>(m.checkpoint.step);
   r.lists = acc.lists();
   r.metrics = MetricsOf(acc);
+  r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return r;
+}
+
+RankerScoreResult ScoreRanker(const Config& config, const fs::path& checkpoint,
+                              const fs::path& dataset,
+                              const std::function<void(const ScoredBatch&)>& sink) {
+  const auto started = Clock::now();
+  std::unique_ptr<Pipeline> pipeline;
+  InferenceModel m = LoadInferenceModel(
+      config, checkpoint, [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
+        PipelineOptions o = PipelineOptionsFromConfig(config);
+        o.shuffle = ShuffleMode::kNone;  // dataset order
+        o.drop_last = false;
+        o.max_epochs = 1;
+        o.on_error = OnError::kFail;  // a skipped row group would shift every later row
+        RankingSpec spec = RankingSpecFromConfig(config, "data.train", std::move(statistics));
+        spec.dataset = dataset;
+        spec.allow_unlabeled = true;
+        pipeline = std::make_unique<Pipeline>(spec, o);
+        return *pipeline;
+      });
+  RankerScoreResult r;
+  r.checkpoint = m.checkpoint.dir;
+  r.step = static_cast<int64_t>(m.checkpoint.step);
+  const Manifest data = Manifest::Load(dataset);
+  r.labeled = std::any_of(data.schema.begin(), data.schema.end(), [&](const ColumnSpec& c) {
+    return c.name == m.statistics->label_column;
+  });
+  const Precision precision(config, m.device);
+  const torch::Device to = TorchDevice(m.device);
+  torch::NoGradGuard no_grad;
+  while (BatchPtr b = pipeline->Next()) {
+    const BatchTensors t = WrapHost(*b);
+    const auto scores =
+        precision
+            .Run([&] { return m.ranker->Forward(t.dense.to(to), t.sparse.to(to), /*train=*/false); })
+            .scores.to(torch::kCPU, torch::kFloat)
+            .contiguous();
+    sink({.scores = {scores.data_ptr<float>(), b->num_docs},
+          .labels = b->labels(),
+          .offsets = b->offsets(),
+          .labeled = r.labeled});
+    r.lists += b->num_lists;
+    r.docs += b->num_docs;
+  }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return r;
 }

@@ -23,6 +23,8 @@
 #include "topspin/data/gen_shop.h"
 #include "topspin/data/safetensors.h"
 #include "topspin/dist/spawn.h"
+#include "topspin/model/rank_metrics.h"
+#include "topspin/train/lr_schedule.h"
 #include "topspin/pipeline/shop_features.h"
 
 namespace topspin {
@@ -118,6 +120,15 @@ TEST(RankerTrainer, LearnsLogsEvaluatesAndCheckpoints) {
         EXPECT_GE(j[key].get<double>(), 0);
         EXPECT_LE(j[key].get<double>(), 1.05);
       }
+      // The loader's work before the first step (it reads ahead while the
+      // model is built) counts in the first window.
+      if (train_lines == 1) EXPECT_GT(j["loader_busy/decode"].get<double>(), 0) << line;
+      // Evaluation and checkpoint time lands in the window it happened in:
+      // the checkpoint at step 10, the evaluation at step 15.
+      const int64_t step = j["step"].get<int64_t>();
+      if (step == 10) EXPECT_GT(j["phase_ms/checkpoint"].get<double>(), 0) << line;
+      if (step == 20) EXPECT_GT(j["phase_ms/eval"].get<double>(), 0) << line;
+      if (step == 10) EXPECT_EQ(j["phase_ms/eval"].get<double>(), 0) << line;
     }
     if (j.contains("valid/ndcg@10")) ++eval_lines;
   }
@@ -140,6 +151,18 @@ TEST(RankerTrainer, ResumedRunIsBitwiseIdentical) {
   const auto resumed = TrainRanker(config, {.run_dir = interrupted.path(), .resume = "auto"});
   EXPECT_EQ(resumed.resumed_from, 10);
   EXPECT_EQ(resumed.step, 30);
+  // The resumed run's first record says where it took over (the report's marker).
+  int resume_marks = 0;
+  std::ifstream metrics(interrupted / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("resumed_from")) {
+      ++resume_marks;
+      EXPECT_EQ(j["resumed_from"].get<double>(), 10);
+      EXPECT_EQ(j["step"].get<int64_t>(), 20);
+    }
+  }
+  EXPECT_EQ(resume_marks, 1);
   EXPECT_EQ(FinalSha(straight.path()), FinalSha(interrupted.path()));
   // A different config is refused.
   try {
@@ -184,6 +207,157 @@ TEST(RankerTrainer, EvaluateScoresACheckpointWithoutTheTrainingData) {
   } catch (const Error& e) {
     EXPECT_NE(e.Message().find("step-N"), std::string::npos) << e.Message();
   }
+}
+
+TEST(RankerTrainer, ExtendTrainsAFinishedRunOnWithTheLongerSchedule) {
+  testing::TempDir run;
+  const std::vector<std::string> o = {"train.steps=20", "train.eval_every=0", "data.valid="};
+  TrainRanker(TestConfig(o), {.run_dir = run.path()});
+  std::vector<std::string> longer = o;
+  longer.push_back("train.steps=30");
+  // A plain resume with more steps is refused, saying what to add.
+  try {
+    TrainRanker(TestConfig(longer), {.run_dir = run.path(), .resume = "auto"});
+    FAIL() << "resumed with another train.steps";
+  } catch (const Error& e) {
+    EXPECT_NE(e.Message().find("train.steps is 20 in the checkpoint and 30 here"), std::string::npos)
+        << e.Message();
+    EXPECT_NE(e.hint().find("--extend"), std::string::npos) << e.hint();
+  }
+  // --extend with another key changed too names it and points at --init-from.
+  std::vector<std::string> other = longer;
+  other.push_back("optim.lr=0.01");
+  try {
+    TrainRanker(TestConfig(other), {.run_dir = run.path(), .resume = "auto", .extend = true});
+    FAIL() << "extended with another learning rate";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "optim.lr") << e.Message();
+    EXPECT_NE(e.hint().find("--init-from"), std::string::npos) << e.hint();
+  }
+  // Fewer steps is no extension.
+  std::vector<std::string> shorter = o;
+  shorter.push_back("train.steps=15");
+  EXPECT_THROW(
+      TrainRanker(TestConfig(shorter), {.run_dir = run.path(), .resume = "auto", .extend = true}),
+      Error);
+  const auto r =
+      TrainRanker(TestConfig(longer), {.run_dir = run.path(), .resume = "auto", .extend = true});
+  EXPECT_EQ(r.resumed_from, 20);
+  EXPECT_EQ(r.step, 30);
+  // The run's config.yaml now says 30 steps: a later resume takes it as is.
+  EXPECT_NE(ReadFile(run / "config.yaml").find("steps: 30"), std::string::npos);
+  // The extended schedule: step 21's record has the lr of a 30-step cosine.
+  double lr_at_30 = -1;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("step", 0) == 30 && j.contains("lr")) lr_at_30 = j["lr"].get<double>();
+  }
+  const Config c = TestConfig(longer);
+  EXPECT_DOUBLE_EQ(lr_at_30, LrSchedule::From(c).At(29));
+}
+
+TEST(RankerTrainer, InitFromStartsANewRunFromACheckpointsWeights) {
+  testing::TempDir base, tuned, other;
+  const std::vector<std::string> o = {"train.steps=10", "train.eval_every=0", "data.valid="};
+  TrainRanker(TestConfig(o), {.run_dir = base.path()});
+  // lr 0 and no decay: one step leaves the weights where they started, so
+  // the new run's checkpoint holds the base run's weights exactly.
+  std::vector<std::string> frozen = o;
+  for (const char* kv : {"train.steps=1", "train.checkpoint_every=1", "optim.lr=0",
+                         "optim.sparse_lr=0", "optim.warmup_steps=0", "optim.weight_decay=0"}) {
+    frozen.push_back(kv);
+  }
+  const auto r = TrainRanker(TestConfig(frozen), {.run_dir = tuned.path(), .init_from = base.path()});
+  EXPECT_EQ(r.resumed_from, -1);
+  EXPECT_EQ(r.step, 1);
+  EXPECT_TRUE(torch::equal(FinalParams(base.path()), FinalParams(tuned.path())));
+  const auto meta = nlohmann::json::parse(
+      CheckpointStore(tuned / "checkpoints").LoadLatest()->meta_json);
+  EXPECT_NE(meta.value("init_from", std::string()).find("step-10"), std::string::npos);
+  // Another model shape is refused, naming the tensor.
+  std::vector<std::string> wider = o;
+  wider.push_back("model.top=64");
+  try {
+    TrainRanker(TestConfig(wider), {.run_dir = other.path(), .init_from = base.path()});
+    FAIL() << "initialised another model shape";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kData);
+    EXPECT_EQ(e.where().field.rfind("dense.top", 0), 0u) << e.Message();
+  }
+}
+
+TEST(RankerTrainer, ScoreWritesEveryDocumentInDatasetOrderAndAgreesWithEval) {
+  testing::TempDir run;
+  const std::vector<std::string> o = {"train.steps=10", "train.eval_every=0"};
+  TrainRanker(TestConfig(o), {.run_dir = run.path()});
+  std::vector<float> scores, labels;
+  std::vector<int64_t> list_sizes;
+  const auto r = ScoreRanker(TestConfig(o), run.path(), SharedData().valid, [&](const ScoredBatch& b) {
+    EXPECT_TRUE(b.labeled);
+    scores.insert(scores.end(), b.scores.begin(), b.scores.end());
+    labels.insert(labels.end(), b.labels.begin(), b.labels.end());
+    for (size_t i = 0; i + 1 < b.offsets.size(); ++i) {
+      list_sizes.push_back(b.offsets[i + 1] - b.offsets[i]);
+    }
+  });
+  const Manifest m = Manifest::Load(SharedData().valid);
+  EXPECT_EQ(r.step, 10);
+  EXPECT_EQ(r.docs, m.rows());
+  EXPECT_EQ(r.lists, m.group_stats.groups);
+  ASSERT_EQ(scores.size(), m.rows());
+  // Dataset order: the labels are the label column, row by row.
+  const DatasetReader reader(SharedData().valid);
+  std::vector<float> column;
+  for (size_t s = 0; s < reader.num_shards(); ++s) {
+    const ShardReader& shard = reader.shard(s);
+    for (size_t g = 0; g < shard.num_row_groups(); ++g) {
+      const Column c = shard.ReadChunk(g, shard.ColumnIndex(m.label_column));
+      for (size_t i = 0; i < c.size(); ++i) column.push_back(float(c.AsDouble(i)));
+    }
+  }
+  EXPECT_EQ(labels, column);
+  // The metrics of these scores are eval's.
+  RankMetricAccumulator acc;
+  std::vector<int64_t> offsets = {0};
+  for (int64_t n : list_sizes) offsets.push_back(offsets.back() + n);
+  acc.AddBatch(scores, labels, offsets);
+  const RankerEvalResult e = EvaluateRanker(TestConfig(o), run.path());
+  EXPECT_NEAR(acc.ndcg(10), e.metrics.at("ndcg@10"), 1e-12);
+}
+
+TEST(RankerTrainer, ScoreReadsDataWithoutTheLabelColumn) {
+  testing::TempDir run, unlabeled;
+  const std::vector<std::string> o = {"train.steps=10", "train.eval_every=0", "data.valid="};
+  TrainRanker(TestConfig(o), {.run_dir = run.path()});
+  // The held-out data with its label column dropped.
+  const DatasetReader reader(SharedData().valid);
+  const Manifest& m = reader.manifest();
+  DatasetWriterOptions w;
+  w.out = unlabeled / "data";
+  for (const ColumnSpec& c : m.schema) {
+    if (c.name != m.label_column) w.schema.push_back(c);
+  }
+  w.group_column = m.group_column;
+  DatasetWriter writer(w);
+  for (size_t s = 0; s < reader.num_shards(); ++s) {
+    for (size_t g = 0; g < reader.shard(s).num_row_groups(); ++g) {
+      Table t = reader.shard(s).ReadRowGroup(g);
+      std::erase_if(t.columns, [&](const Column& c) { return c.name() == m.label_column; });
+      writer.Append(t);
+    }
+  }
+  writer.Commit();
+  std::vector<float> with, without;
+  ScoreRanker(TestConfig(o), run.path(), SharedData().valid, [&](const ScoredBatch& b) {
+    with.insert(with.end(), b.scores.begin(), b.scores.end());
+  });
+  const auto r = ScoreRanker(TestConfig(o), run.path(), unlabeled / "data", [&](const ScoredBatch& b) {
+    EXPECT_FALSE(b.labeled);
+    without.insert(without.end(), b.scores.begin(), b.scores.end());
+  });
+  EXPECT_FALSE(r.labeled);
+  EXPECT_EQ(with, without);
 }
 
 TEST(RankerTrainer, Bf16AutocastTrainsLikeFp32) {

@@ -43,6 +43,9 @@ class Progress {
   void Add(uint64_t items);
   // Draws the final line (with total time) once.
   void Finish();
+  // The work ended with what was done (a stream that ran out before the
+  // estimated total): the final line counts it as the total, at 100%.
+  void Complete();
 
  private:
   void DrawLocked(bool final);
@@ -57,7 +60,14 @@ class Progress {
   double last_draw_s_;
   uint64_t done_ = 0;      // guarded by mu_
   bool finished_ = false;  // guarded by mu_
+  bool on_stderr_ = false;  // the default sink: the bar shares stderr with log lines
 };
+
+// Log lines and a terminal progress bar share stderr: `write` (one log
+// line) runs with the bar erased, and the bar is drawn again below it, so
+// a line never glues onto the bar. The console log sink (core/log.h) calls
+// it; without a bar on screen it only runs `write`.
+void WithProgressLineCleared(const std::function<void()>& write);
 
 // Pure formatting, exposed for tests.
 // "0:04:28", "12:03:00", "3d 02:00:00"; "?" for a negative or infinite time.

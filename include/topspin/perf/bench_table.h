@@ -9,13 +9,21 @@
 
 namespace topspin {
 
+// Which way a row's figure is good: throughput (higher), latency or
+// overhead (lower), or a check that ours equals the peer or formula (same).
+enum class Better { kHigher, kLower, kSame };
+const char* BetterName(Better better);  // "higher", "lower", "same"
+
 struct BenchRow {
   std::string case_name;  // what was measured, e.g. "crc32c (sse4.2)"
   double ours = 0;        // our figure, in `unit`
   std::string peer_name;  // e.g. "memcpy"
   double peer = 0;        // the peer's figure, same unit, same run
-  std::string unit;       // e.g. "GB/s"; higher is better
-  double ratio() const { return peer > 0 ? ours / peer : 0; }
+  std::string unit;       // e.g. "GB/s"
+  Better better = Better::kHigher;
+  // ours / peer; 0 where it means nothing (a peer of 0, a negative figure,
+  // or figures 10^4 apart: a share near zero against one that is not).
+  double ratio() const;
 };
 
 struct BenchTable {
@@ -24,7 +32,9 @@ struct BenchTable {
   std::vector<BenchRow> rows;
 };
 
-// A fixed-width text table with a ratio column.
+// A text table, each column as wide as its widest cell, numbers right
+// aligned with precision by magnitude; the ratio column says "-" where
+// ratio() is 0.
 std::string FormatBenchTable(const BenchTable& table);
 // {"workload":..., "setup":..., "rows":[{"case":..., "ours":..., ...}]}
 std::string BenchTableJson(const BenchTable& table);

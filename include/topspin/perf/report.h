@@ -83,14 +83,21 @@ struct RunReport {
   std::optional<StepProfile> profile;      // profile.json; empty: see profile_note
   std::string profile_note;                // why there is no profile section
   std::optional<std::string> config_yaml;  // config.yaml verbatim; empty when missing
+  // Steps of the complete checkpoints in RUN_DIR/checkpoints (step-N/ with
+  // its manifest.json), ascending: the ones still on disk.
+  std::vector<int64_t> checkpoints;
   // Things the reader should know (torn lines, a missing or unreadable
   // profile.json or config.yaml); the page lists them and the CLI logs them.
   std::vector<std::string> warnings;
 };
 
+// The checkpoint the page calls best: of `checkpoints`, the one whose step
+// has the highest valid/ndcg@10 evaluation; -1 when none was evaluated.
+int64_t BestCheckpoint(const std::vector<int64_t>& checkpoints, const MetricsLog& metrics);
+
 // Reads metrics.jsonl (required: Error{kUsage} saying how to make one when
 // missing), profile.json and config.yaml (optional: a warning each when
-// missing or unreadable) from `run_dir`.
+// missing or unreadable) from `run_dir`, and lists its checkpoints.
 RunReport LoadRunReport(const std::filesystem::path& run_dir);
 
 // The page: one HTML document, no script, no external resources.

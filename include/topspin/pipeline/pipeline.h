@@ -63,6 +63,10 @@ struct RankingSpec {
   // training data's statistics, or its bucket ids and scales drift from
   // what the model learned.
   std::shared_ptr<const Manifest> statistics;
+  // Scoring data that has no label column (the statistics' label column
+  // absent, every other column as the statistics' schema has it) is read
+  // with labels 0. false: a missing label column is an error.
+  bool allow_unlabeled = false;
 };
 
 // Language model: windows of seq_len + 1 tokens of a token column.

@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 
 #include "topspin/core/config.h"
@@ -43,6 +44,17 @@ class TraceRecorder;
 struct RankerTrainOptions {
   std::filesystem::path run_dir;
   std::string resume;  // "": fresh; "auto": newest checkpoint in run_dir; else a checkpoint dir
+  // With resume: the config may differ from the checkpoint's in a larger
+  // train.steps only (a finished run trained on). The learning-rate
+  // schedule becomes the one over the new train.steps (a decayed cosine or
+  // linear rate rises to where the longer schedule stands at that step;
+  // the log says both); config.yaml is rewritten with the new steps.
+  bool extend = false;
+  // Without a checkpoint to resume: start from this checkpoint's weights (a
+  // run directory's newest, or a step-N directory) with any config whose
+  // model has the same shapes. Dense parameters and embedding tables are
+  // copied; optimizer state, step, schedule and data order start fresh.
+  std::filesystem::path init_from;
   // Tests: leave the loop after this many steps of this process, as if the
   // process died (no final checkpoint, no final evaluation). 0: off.
   int64_t stop_after_steps = 0;
@@ -125,6 +137,32 @@ struct RankerEvalResult {
 // Error{kData} names the tensor that does not fit otherwise.
 RankerEvalResult EvaluateRanker(const Config& config, const std::filesystem::path& checkpoint,
                                 const std::string& dataset_key = "data.valid");
+
+// One batch of ScoreRanker: lists in dataset order, each list's documents
+// in row order.
+struct ScoredBatch {
+  std::span<const float> scores;     // [N]
+  std::span<const float> labels;     // [N] (0 for unlabeled data)
+  std::span<const int64_t> offsets;  // [B + 1]
+  bool labeled = true;               // false: the data has no label column
+};
+
+struct RankerScoreResult {
+  std::filesystem::path checkpoint;  // the step-N directory used
+  int64_t step = 0;
+  uint64_t lists = 0, docs = 0;
+  double seconds = 0;                // loading, transforming and scoring
+  bool labeled = true;               // false: the data has no label column
+};
+
+// The model's score of every document of `dataset` (any directory with
+// the training data's columns; its label column may be absent), in dataset
+// order, handed to `sink` one batch at a time while the loader prepares the
+// next batches (pipeline.threads, pipeline.batch_size). Checkpoint and
+// features as EvaluateRanker.
+RankerScoreResult ScoreRanker(const Config& config, const std::filesystem::path& checkpoint,
+                              const std::filesystem::path& dataset,
+                              const std::function<void(const ScoredBatch&)>& sink);
 
 // "data wait 2.1% (0.21 s), forward 31.0% (3.10 s), ..." in phase order.
 std::string DescribePhases(const RankerTrainResult& result);
