@@ -257,6 +257,8 @@ TEST(RankerTrainer, ExtendTrainsAFinishedRunOnWithTheLongerSchedule) {
   EXPECT_DOUBLE_EQ(lr_at_30, LrSchedule::From(c).At(29));
 }
 
+torch::Tensor FinalParams(const fs::path& run);  // below, with the data-parallel tests
+
 TEST(RankerTrainer, InitFromStartsANewRunFromACheckpointsWeights) {
   testing::TempDir base, tuned, other;
   const std::vector<std::string> o = {"train.steps=10", "train.eval_every=0", "data.valid="};
