@@ -61,7 +61,7 @@ namespace fs = std::filesystem;
 std::atomic<int> g_stop_signal{0};
 
 // SIGINT/SIGTERM ask the run to checkpoint and stop; a second one kills.
-void OnStopSignal(int sig) {
+[[maybe_unused]] void OnStopSignal(int sig) {  // unused without LibTorch
   g_stop_signal.store(sig);
   std::signal(sig, SIG_DFL);
 }
@@ -125,7 +125,8 @@ PreparedRun PrepareRunDir(const TrainArgs& args, const Config& config, bool lock
 }
 
 // The launcher: spawns this node's ranks and supervises them.
-void Launch(const TrainArgs& args, const Config& config, int nproc) {
+// (Unused without LibTorch.)
+[[maybe_unused]] void Launch(const TrainArgs& args, const Config& config, int nproc) {
   const PreparedRun run = PrepareRunDir(args, config, /*lock=*/args.node_rank == 0);
   const fs::path& dir = run.dir;
   fmt::print("run directory {}\n", dir.string());

@@ -47,23 +47,22 @@ std::string FormatBenchTable(const BenchTable& t) {
     cells.push_back({r.case_name, FormatFigure(r.ours), r.peer_name, FormatFigure(r.peer), r.unit,
                      BetterName(r.better), ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-"});
   }
+  // Display width: UTF-8 lead bytes only ("µs" is three bytes, two columns).
+  const auto columns = [](const std::string& text) {
+    size_t w = 0;
+    for (unsigned char ch : text) w += (ch & 0xC0) != 0x80;
+    return w;
+  };
   std::array<size_t, 7> width{};
   for (const auto& row : cells) {
-    for (size_t c = 0; c < row.size(); ++c) {
-      // Display width: count UTF-8 lead bytes only ("µs" is two bytes).
-      size_t w = 0;
-      for (unsigned char ch : row[c]) w += (ch & 0xC0) != 0x80;
-      width[c] = std::max(width[c], w);
-    }
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], columns(row[c]));
   }
   constexpr std::array<bool, 7> right = {false, true, false, true, false, false, true};
   std::string out = fmt::format("bench {}: {}\n", t.workload, t.setup);
   for (const auto& row : cells) {
     std::string line;
     for (size_t c = 0; c < row.size(); ++c) {
-      size_t w = 0;
-      for (unsigned char ch : row[c]) w += (ch & 0xC0) != 0x80;
-      const std::string pad(width[c] - w, ' ');
+      const std::string pad(width[c] - columns(row[c]), ' ');
       line += (c ? "  " : "") + (right[c] ? pad + row[c] : row[c] + pad);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
