@@ -242,6 +242,13 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
     { echo "FAIL: --init-from not recorded"; failures=$((failures + 1)); }
   expect 2 "drop --resume" -- "$bin" "${train_args[@]}" --run-dir "$tmp/tuned" --resume auto \
     --init-from "$tmp/straight"
+  # The best checkpoint and early stopping: eval and score use the best.
+  expect 0 "stopped early at step 15: valid ndcg@10 has not improved by more than 1 in 2" -- \
+    "$bin" "${train_args[@]}" --run-dir "$tmp/early" --set data.valid="$tmp/ds" \
+    --set train.eval_every=5 --set train.early_stop.patience=2 --set train.early_stop.min_delta=1
+  expect 0 "checkpoints/step-5 \(step 5\)" -- "$bin" eval "$tmp/early" --data "$tmp/ds"
+  expect 0 "checkpoints/step-15 \(step 15\)" -- "$bin" eval "$tmp/early" --data "$tmp/ds" \
+    --checkpoint latest
 
   # profile: a config measured (phase table, bound, trace), and a run's profile.json.
   expect 0 "bound +(compute|host|memory|collectives): " -- "$bin" profile "$src/configs/ranker-shop.yaml" \

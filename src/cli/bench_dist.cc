@@ -6,11 +6,8 @@
 // (bench_dist_gpt.cc), whose parameters are all dense, with ZeRO-0/1/2.
 #include <unistd.h>
 
-#include <regex>
-
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/benches.h"
 #include "cli/run_command.h"
@@ -47,21 +44,19 @@ DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool ov
       "'{}' train '{}' --nproc {} --run-dir '{}' --set dist.overlap={} --set dist.zero={} 2>&1",
       SelfExe(), config.string(), world, run.string(), overlap ? "true" : "false", zero);
   const CommandResult r = RunCommand(cmd);
-  std::smatch m;
-  static const std::regex docs(R"(trained +\d+ steps.*?, ([0-9.]+) docs/s)");
-  if (r.status != 0 || !std::regex_search(r.output, m, docs)) {
+  const fs::path summary = run / "summary.json";
+  if (r.status != 0 || !fs::exists(summary)) {
     throw Error(ErrorKind::kInternal, fmt::format("bench dist: `{}` failed:\n{}", cmd, r.output));
   }
-  DistRun out{.docs_per_s = std::stod(m[1])};
-  static const std::regex sync(R"(sync ([0-9.]+)%)");
-  if (std::regex_search(r.output, m, sync)) out.sync_share = std::stod(m[1]) / 100;
-  static const std::regex memory(
-      R"(optimizer state (\d+) bytes per rank, gradients (\d+) bytes per rank.*?\((\d+) parameters)");
-  if (std::regex_search(r.output, m, memory)) {
-    out.optimizer_bytes = std::stod(m[1]);
-    out.grad_bytes = std::stod(m[2]);
-    out.params = std::stod(m[3]);
-  }
+  // The run's own record (rank 0), not its console text.
+  const auto j = nlohmann::json::parse(ReadFile(summary));
+  DistRun out{.docs_per_s = j.at("docs_per_s").get<double>(),
+              .optimizer_bytes = j.at("dense_optimizer_bytes").get<double>(),
+              .grad_bytes = j.at("dense_grad_bytes").get<double>(),
+              .params = j.at("dense_params").get<double>()};
+  double total = 0;
+  for (const auto& [phase, seconds] : j.at("phase_s").items()) total += seconds.get<double>();
+  if (total > 0) out.sync_share = j.at("phase_s").value("sync", 0.0) / total;
   return out;
 }
 

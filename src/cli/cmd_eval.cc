@@ -29,6 +29,7 @@ struct EvalArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string json;
+  std::string which = "best";
 };
 
 void RunEval(const EvalArgs& args) {
@@ -44,7 +45,9 @@ void RunEval(const EvalArgs& args) {
   const fs::path config_path = args.config.empty() ? RunConfigOf(checkpoint) : fs::path(args.config);
   const Config config = Config::Load(config_path.string(), overrides, TopspinSchema());
   SetLogLevel(config.GetString("run.log_level"));
-  const RankerEvalResult r = EvaluateRanker(config, checkpoint);
+  const RankerEvalResult r =
+      EvaluateRanker(config, checkpoint, "data.valid",
+                     args.which == "latest" ? CheckpointChoice::kLatest : CheckpointChoice::kBest);
   fmt::print("checkpoint    {} (step {})\n", r.checkpoint.string(), r.step);
   fmt::print("data          {} ({} queries, {:.1f} s)\n", config.GetString("data.valid"), r.lists,
              r.seconds);
@@ -93,13 +96,18 @@ void RegisterEval(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "eval", "Score held-out queries with a trained ranker: NDCG@k, MAP@10, MRR");
   cmd->add_option("CHECKPOINT", args.checkpoint,
-                  "a run directory (its newest checkpoint) or a checkpoints/step-N directory")
+                  "a run directory (its best checkpoint, see --checkpoint) or a "
+                  "checkpoints/step-N directory")
       ->required();
   cmd->add_option("--data", args.data, "dataset to score (default: the config's data.valid)");
   cmd->add_option("--config", args.config, "config of the run (default: the run's config.yaml)");
   cmd->add_option("--set", args.overrides, "override a key, e.g. --set pipeline.threads=2")
       ->allow_extra_args(false);
   cmd->add_option("--json", args.json, "also write the metrics as JSON to this file");
+  cmd->add_option("--checkpoint", args.which,
+                  "of a run directory: best (train.best; the newest without one) or latest")
+      ->check(CLI::IsMember({"best", "latest"}))
+      ->capture_default_str();
   cmd->callback([] { RunEval(args); });
 }
 

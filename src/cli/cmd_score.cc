@@ -31,6 +31,7 @@ struct ScoreArgs {
   std::string out;
   std::string config;
   std::vector<std::string> overrides;
+  std::string which = "best";
 };
 
 // A CSV field: quoted when it holds a comma, quote or line break.
@@ -116,7 +117,7 @@ void RunScore(const ScoreArgs& args) {
   AtomicFileWriter file(out);
   std::string buffer;
   bool header = false;
-  const RankerScoreResult r = ScoreRanker(config, checkpoint, args.data, [&](const ScoredBatch& b) {
+  const auto write = [&](const ScoredBatch& b) {
     if (!header) {
       buffer = groups.name() + ",row,";
       buffer += b.labeled ? "label,score\n" : "score\n";
@@ -135,7 +136,10 @@ void RunScore(const ScoreArgs& args) {
     }
     file.Write(buffer);
     buffer.clear();
-  });
+  };
+  const RankerScoreResult r =
+      ScoreRanker(config, checkpoint, args.data, write,
+                  args.which == "latest" ? CheckpointChoice::kLatest : CheckpointChoice::kBest);
   file.Commit();
   fmt::print("checkpoint    {} (step {})\n", r.checkpoint.string(), r.step);
   fmt::print("scored        {} documents in {} lists of {} in {:.2f} s ({:.0f} docs/s)\n", r.docs,
@@ -156,7 +160,8 @@ void RegisterScore(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "score", "Write a trained ranker's score of every document of a dataset (CSV)");
   cmd->add_option("CHECKPOINT", args.checkpoint,
-                  "a run directory (its newest checkpoint) or a checkpoints/step-N directory")
+                  "a run directory (its best checkpoint, see --checkpoint) or a "
+                  "checkpoints/step-N directory")
       ->required();
   cmd->add_option("--data", args.data,
                   "dataset to score: the training data's columns (the label may be absent)")
@@ -166,6 +171,10 @@ void RegisterScore(CLI::App& app) {
   cmd->add_option("--config", args.config, "config of the run (default: the run's config.yaml)");
   cmd->add_option("--set", args.overrides, "override a key, e.g. --set pipeline.threads=4")
       ->allow_extra_args(false);
+  cmd->add_option("--checkpoint", args.which,
+                  "of a run directory: best (train.best; the newest without one) or latest")
+      ->check(CLI::IsMember({"best", "latest"}))
+      ->capture_default_str();
   cmd->callback([] { RunScore(args); });
 }
 

@@ -291,6 +291,12 @@ void RunTrain(const TrainArgs& args) {
           : "",
       r.dense_params, zero > 0 ? fmt::format(", ZeRO-{}", zero) : "");
   fmt::print("checkpoint    {}\n", r.checkpoint.string());
+  if (r.best_step >= 0) {
+    fmt::print("best          {} (valid {} {:.4f}; eval and score use it)\n",
+               (dir / "checkpoints" / fmt::format("step-{}", r.best_step)).string(), r.best_metric,
+               r.best_value);
+  }
+  if (!r.early_stop.empty()) fmt::print("stopped early at step {}: {}\n", r.step, r.early_stop);
   if (r.stopped) {
     fmt::print("continue      with --resume auto --run-dir {}\n", dir.string());
     std::fflush(stdout);

@@ -274,7 +274,34 @@ Schema BuildSchema() {
             .default_value = int64_t{3},
             .min = 1,
             .max = 1000000,
-            .doc = "complete checkpoints kept (the newest is never deleted)",
+            .doc = "complete checkpoints kept (the newest and the best are never deleted)",
+            .hashed = false})
+      .Add({.key = "train.best.metric",
+            .type = VT::kString,
+            .default_value = std::string("ndcg@10"),
+            .choices = {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr"},
+            .doc = "validation metric that picks the best checkpoint (with data.valid): a step "
+                   "that improves it is checkpointed and kept; eval and score default to it",
+            .hashed = false})
+      .Add({.key = "train.best.mode",
+            .type = VT::kString,
+            .default_value = std::string("max"),
+            .choices = {"max", "min"},
+            .doc = "whether a higher (max) or lower (min) train.best.metric is better",
+            .hashed = false})
+      .Add({.key = "train.early_stop.patience",
+            .type = VT::kInt,
+            .default_value = int64_t{0},
+            .min = 0,
+            .max = kMaxInt,
+            .doc = "stop after this many evaluations in a row without a better "
+                   "train.best.metric (0: never stop early)",
+            .hashed = false})
+      .Add({.key = "train.early_stop.min_delta",
+            .type = VT::kFloat,
+            .default_value = 0.0,
+            .min = 0.0,
+            .doc = "how much better than the best an evaluation must be to count as better",
             .hashed = false})
       .Add({.key = "train.max_bad_steps",
             .type = VT::kInt,

@@ -200,12 +200,16 @@ void RemoveStaleDirs(const fs::path& root) {
   }
 }
 
-// Keeps the `keep_last` highest steps and `committed`; deletes the rest.
-void Prune(const CheckpointStore& store, size_t keep_last, uint64_t committed) {
+// Keeps the `keep_last` highest steps, `committed` and `also_keep`; deletes
+// the rest.
+void Prune(const CheckpointStore& store, size_t keep_last, uint64_t committed,
+           std::optional<uint64_t> also_keep) {
   const auto entries = store.List();
   const size_t keep_from = entries.size() > keep_last ? entries.size() - keep_last : 0;
   for (size_t i = 0; i < keep_from; ++i) {
-    if (entries[i].step != committed) RemoveCheckpointDir(entries[i].dir, entries[i].step);
+    if (entries[i].step != committed && entries[i].step != also_keep) {
+      RemoveCheckpointDir(entries[i].dir, entries[i].step);
+    }
   }
   RemoveStaleDirs(store.root());
 }
@@ -220,8 +224,8 @@ void WarnPruneFailed(uint64_t step, const fs::path& root, const std::string& why
 // ---- CheckpointWriter -----------------------------------------------------------
 
 struct CheckpointWriter::Impl {
-  Impl(const CheckpointStore& s, size_t keep, uint64_t st)
-      : store(s), keep_last(keep), step(st), dir(s.root() / StepDirName(st)) {}
+  Impl(const CheckpointStore& s, size_t keep, uint64_t st, std::optional<uint64_t> also)
+      : store(s), keep_last(keep), step(st), also_keep(also), dir(s.root() / StepDirName(st)) {}
 
   void CheckNewName(const std::string& name) const {
     if (!IsValidFileName(name) || files.contains(name)) {
@@ -233,6 +237,7 @@ struct CheckpointWriter::Impl {
   CheckpointStore store;
   size_t keep_last;
   uint64_t step;
+  std::optional<uint64_t> also_keep;
   AtomicDirectory dir;
   std::map<std::string, CheckpointFile> files;
   Json meta = Json::object();
@@ -293,7 +298,7 @@ Checkpoint CheckpointWriter::Commit() {
   w.dir.Commit();  // fsyncs every file and the directory, renames, fsyncs the root
   w.committed = true;
   try {
-    Prune(w.store, w.keep_last, w.step);
+    Prune(w.store, w.keep_last, w.step, w.also_keep);
   } catch (const Error& e) {
     WarnPruneFailed(w.step, w.store.root(), e.Message());
   } catch (const std::exception& e) {
@@ -313,7 +318,7 @@ CheckpointStore::CheckpointStore(fs::path root, CheckpointStoreOptions options)
   }
 }
 
-CheckpointWriter CheckpointStore::Begin(uint64_t step) const {
+CheckpointWriter CheckpointStore::Begin(uint64_t step, std::optional<uint64_t> also_keep) const {
   const fs::path final_dir = root_ / StepDirName(step);
   if (fs::exists(final_dir)) {
     throw IoError(fmt::format("checkpoint step {} already exists", step),
@@ -321,7 +326,7 @@ CheckpointWriter CheckpointStore::Begin(uint64_t step) const {
                   "a step is checkpointed once: remove the directory to write it again");
   }
   return CheckpointWriter(
-      std::make_unique<CheckpointWriter::Impl>(*this, options_.keep_last, step));
+      std::make_unique<CheckpointWriter::Impl>(*this, options_.keep_last, step, also_keep));
 }
 
 std::vector<CheckpointEntry> CheckpointStore::List() const {

@@ -44,8 +44,9 @@ std::string OptimizerBytes(uint64_t step) {
 }
 
 // Commits checkpoint `step`: a safetensors model, optimizer bytes and meta.
-Checkpoint CommitStep(const CheckpointStore& store, uint64_t step) {
-  CheckpointWriter writer = store.Begin(step);
+Checkpoint CommitStep(const CheckpointStore& store, uint64_t step,
+                      std::optional<uint64_t> also_keep = std::nullopt) {
+  CheckpointWriter writer = store.Begin(step, also_keep);
   const std::vector<float> weights = {1.0f, 2.0f, static_cast<float>(step)};
   writer.AddFileWith("model.safetensors", [&](const fs::path& path) {
     const std::vector<SafetensorsTensor> tensors = {
@@ -137,6 +138,20 @@ TEST(CheckpointStore, KeepsTheLastK) {
   EXPECT_THAT(Steps(store), ElementsAre(3, 4));
   EXPECT_FALSE(fs::exists(dir / "ckpt" / "step-1"));
   EXPECT_FALSE(fs::exists(dir / "ckpt" / "step-2.deleting"));
+}
+
+TEST(CheckpointStore, KeepsTheCheckpointItIsAskedToKeepWhateverItsAge) {
+  // The run's best (step 1) outlives keep_last = 2 while it stays the best.
+  testing::TempDir dir;
+  const CheckpointStore store(dir / "ckpt", {.keep_last = 2});
+  CommitStep(store, 1);
+  CommitStep(store, 2, 1);
+  CommitStep(store, 3, 1);
+  CommitStep(store, 4, 1);
+  EXPECT_THAT(Steps(store), ElementsAre(1, 3, 4));
+  // Once another is the best, the old one goes with the next prune.
+  CommitStep(store, 5, 4);
+  EXPECT_THAT(Steps(store), ElementsAre(4, 5));
 }
 
 TEST(CheckpointStore, NeverDeletesTheNewestEvenWhenKWould) {

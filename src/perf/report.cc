@@ -10,6 +10,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "perf/report_plots.h"
 #include "perf/svg_chart.h"
@@ -161,12 +162,16 @@ std::string CheckpointSection(const RunReport& r) {
   }
   std::map<int64_t, double> ndcg;
   for (const auto& e : r.metrics.eval) {
-    const auto it = e.values.find("valid/ndcg@10");
+    const auto it = e.values.find(r.best_metric);
     if (it != e.values.end()) ndcg[e.step] = it->second;
   }
-  const int64_t best = BestCheckpoint(r.checkpoints, r.metrics);
-  out += "<table><thead><tr><th>checkpoint</th><th class=\"num\">valid ndcg@10</th><th></th>"
-         "</tr></thead><tbody>\n";
+  const int64_t best = r.best;
+  std::string metric = r.best_metric;
+  std::replace(metric.begin(), metric.end(), '/', ' ');
+  out += fmt::format(
+      "<table><thead><tr><th>checkpoint</th><th class=\"num\">{}</th><th></th></tr></thead>"
+      "<tbody>\n",
+      HtmlEscape(metric));
   for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it) {
     const int64_t step = *it;
     std::vector<std::string> notes;
@@ -180,8 +185,9 @@ std::string CheckpointSection(const RunReport& r) {
         v == ndcg.end() ? "-" : fmt::format("{:.4f}", v->second), Join(notes, ", "));
   }
   out += "</tbody></table>\n<p class=\"caption\">The checkpoints still on disk "
-         "(train.keep_checkpoints prunes older ones), with the evaluation of their step. "
-         "<code>topspin eval</code> and <code>topspin score</code> take any of them.</p>\n";
+         "(train.keep_checkpoints prunes older ones; the best is kept), with the evaluation of "
+         "their step. <code>topspin eval</code> and <code>topspin score</code> use the best "
+         "unless <code>--checkpoint latest</code>, and take any of them by path.</p>\n";
   return out + "</div>\n";
 }
 
@@ -200,14 +206,15 @@ std::string ConfigSection(const RunReport& r) {
 
 }  // namespace
 
-int64_t BestCheckpoint(const std::vector<int64_t>& checkpoints, const MetricsLog& metrics) {
+int64_t BestCheckpoint(const std::vector<int64_t>& checkpoints, const MetricsLog& metrics,
+                       const std::string& metric, bool max) {
   int64_t best = -1;
-  double best_value = -std::numeric_limits<double>::infinity();
+  double best_value = NAN;
   for (const auto& e : metrics.eval) {
-    const auto it = e.values.find("valid/ndcg@10");
+    const auto it = e.values.find(metric);
     if (it == e.values.end() || !std::isfinite(it->second)) continue;
     if (!std::binary_search(checkpoints.begin(), checkpoints.end(), e.step)) continue;
-    if (it->second > best_value) {
+    if (best < 0 || (max ? it->second > best_value : it->second < best_value)) {
       best_value = it->second;
       best = e.step;
     }
@@ -260,6 +267,21 @@ RunReport LoadRunReport(const fs::path& run_dir) {
     }
     std::sort(r.checkpoints.begin(), r.checkpoints.end());
   }
+  // train.best's choice, when the run made one.
+  int64_t named = -1;
+  if (fs::exists(run_dir / "best.json")) {
+    try {
+      const auto best = nlohmann::json::parse(ReadFile(run_dir / "best.json"));
+      named = best.at("step").get<int64_t>();
+      r.best_metric = best.at("metric").get<std::string>();
+      r.best_max = best.at("mode").get<std::string>() == "max";
+    } catch (const std::exception& e) {
+      r.warnings.push_back(fmt::format("cannot read best.json: {}", e.what()));
+    }
+  }
+  r.best = std::binary_search(r.checkpoints.begin(), r.checkpoints.end(), named)
+               ? named
+               : BestCheckpoint(r.checkpoints, r.metrics, r.best_metric, r.best_max);
   const fs::path config = run_dir / "config.yaml";
   if (fs::exists(config)) {
     r.config_yaml = ReadFile(config);

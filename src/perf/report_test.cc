@@ -225,6 +225,13 @@ TEST_F(RunDirReport, TheCheckpointsOnDiskAreListedWithTheBest) {
             std::string::npos);
   EXPECT_EQ(html.find("step-60"), std::string::npos);
   EXPECT_EQ(html.find("step-10<"), std::string::npos);
+  // The run's own choice (train.best in best.json) wins: MRR, lower is better.
+  WriteFileAtomic(dir_ / "best.json",
+                  R"({"step": 20, "metric": "valid/mrr", "mode": "min", "value": 0.5})");
+  const RunReport chosen = LoadRunReport(dir_.path());
+  EXPECT_EQ(chosen.best, 20);
+  EXPECT_EQ(BestCheckpoint(chosen.checkpoints, chosen.metrics, "valid/mrr", false), 20);
+  EXPECT_NE(RenderReportHtml(chosen).find("<th class=\"num\">valid mrr</th>"), std::string::npos);
 }
 
 TEST_F(RunDirReport, TheProfileSectionHasTheTableBoundAndMfu) {

@@ -398,9 +398,29 @@ Checkpoint LoadCheckpointDir(const fs::path& dir) {
 }
 
 // A run directory's newest complete checkpoint, or a step-N directory.
-Checkpoint OpenCheckpoint(const fs::path& path) {
+// RUN_DIR/best.json: the run's best checkpoint (train.best), rewritten
+// whenever a better evaluation is checkpointed.
+constexpr const char* kBestFile = "best.json";
+
+// A run directory's best checkpoint (best.json), or its newest when it has
+// none, that one is gone or damaged, or `choice` asks for the newest; or a
+// step-N directory as it is.
+Checkpoint OpenCheckpoint(const fs::path& path, CheckpointChoice choice = CheckpointChoice::kBest) {
   if (!fs::is_directory(path / "checkpoints")) return LoadCheckpointDir(path);
-  auto latest = CheckpointStore(path / "checkpoints").LoadLatest();
+  const CheckpointStore store(path / "checkpoints");
+  if (choice == CheckpointChoice::kBest && fs::exists(path / kBestFile)) {
+    try {
+      const auto best = nlohmann::json::parse(ReadFile(path / kBestFile));
+      const auto step = best.at("step").get<uint64_t>();
+      if (fs::is_directory(store.root() / fmt::format("step-{}", step))) return store.Load(step);
+      spdlog::warn("{} names step {}, which is gone: using the newest checkpoint",
+                   (path / kBestFile).string(), step);
+    } catch (const std::exception& e) {
+      spdlog::warn("cannot use {} ({}): using the newest checkpoint", (path / kBestFile).string(),
+                   e.what());
+    }
+  }
+  auto latest = store.LoadLatest();
   if (!latest) {
     throw ConfigError(fmt::format("run directory {} has no complete checkpoint", path.string()),
                       ErrorWhere{.file = path.string()},
@@ -642,7 +662,7 @@ class Trainer {
       // so their time is in the window they happened in; the record is on
       // disk (fdatasync) with the checkpoint.
       const bool dying = options_.stop_after_steps > 0 && run_steps >= options_.stop_after_steps;
-      bool checkpointed = false;
+      bool checkpointed = false, stop_early = false;
       if (stop_) {
         spdlog::warn("stop requested: checkpointing step {} and stopping", step_);
         result_.stopped = true;
@@ -650,13 +670,15 @@ class Trainer {
         checkpointed = true;
       } else if (!dying) {
         const bool last = step_ == steps;
-        if (leader() && ((eval_every > 0 && step_ % eval_every == 0) || last)) Evaluate();
-        if ((ckpt_every > 0 && step_ % ckpt_every == 0) || last) {
+        Verdict verdict;
+        if ((eval_every > 0 && step_ % eval_every == 0) || last) verdict = EvaluateAllRanks();
+        if ((ckpt_every > 0 && step_ % ckpt_every == 0) || last || verdict.best || verdict.stop) {
           CheckpointAllRanks();
           checkpointed = true;
         }
+        stop_early = verdict.stop;
       }
-      if (step_ % log_every == 0 || step_ == steps) {
+      if (step_ % log_every == 0 || step_ == steps || stop_early) {
         PhaseTimer timer(result_.phase_s, "log", trace_, track_);
         device_timer_->Collect(result_.phase_s, /*wait=*/true);  // CUDA: the window's GPU phases
         const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
@@ -689,12 +711,19 @@ class Trainer {
         PhaseTimer timer(result_.phase_s, "checkpoint", trace_, track_);
         sinks_.Flush();
       }
+      if (stop_early) {
+        spdlog::info("stopping early at step {}: {}", step_, result_.early_stop);
+        break;
+      }
       if (dying || stop_) break;
     }
     progress.Finish();
     device_timer_->Collect(result_.phase_s, /*wait=*/true);
     sinks_.Flush();
     result_.step = step_;
+    result_.best_step = best_.step;
+    result_.best_value = best_.value;
+    result_.best_metric = best_.metric;
     result_.dense_params = flat_->numel();
     for (const auto& t : dense_opt_->state()) result_.dense_optimizer_bytes += t.nbytes();
     if (zero_ >= 2) {
@@ -709,7 +738,34 @@ class Trainer {
     result_.docs_per_s = busy > 0 ? double(run_docs) / busy : 0;
     const double wall = std::chrono::duration<double>(Clock::now() - started).count();
     if (leader() && run_steps > 0) WriteProfile(run_steps, wall, double(run_docs));
+    if (leader()) WriteSummary();
     return result_;
+  }
+
+  // RUN_DIR/summary.json: what `topspin train` prints at the end, for
+  // scripts and benchmarks (rank 0's figures; NaN is null).
+  void WriteSummary() const {
+    const auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; };
+    const RankerTrainResult& r = result_;
+    nlohmann::json j{{"step", r.step},
+                     {"resumed_from", r.resumed_from},
+                     {"stopped_by_signal", r.stopped},
+                     {"early_stop", r.early_stop},
+                     {"docs_per_s", r.docs_per_s},
+                     {"last_loss", number(r.last_loss)},
+                     {"valid_ndcg10", number(r.valid_ndcg10)},
+                     {"skipped_steps", r.skipped_steps},
+                     {"phase_s", r.phase_s},
+                     {"dense_params", r.dense_params},
+                     {"dense_optimizer_bytes", r.dense_optimizer_bytes},
+                     {"dense_grad_bytes", r.dense_grad_bytes},
+                     {"grad_staging_peak_bytes", r.grad_staging_peak_bytes},
+                     {"world_size", comm_ ? comm_->world_size() : 1},
+                     {"checkpoint", r.checkpoint.string()}};
+    if (r.best_step >= 0) {
+      j["best"] = {{"step", r.best_step}, {"metric", r.best_metric}, {"value", number(r.best_value)}};
+    }
+    WriteFileAtomic(options_.run_dir / "summary.json", j.dump(2) + "\n");
   }
 
   // Adds "phase_ms/<phase>" (ms per step of the window, `other` the wall
@@ -980,17 +1036,59 @@ class Trainer {
     return {loss, docs};
   }
 
-  void Evaluate() {
-    if (config_.GetString("data.valid").empty()) return;
+  // Rank 0 evaluates on data.valid and judges the result (train.best,
+  // train.early_stop); every rank learns the verdict: whether this step is
+  // a new best (it is checkpointed and kept) and whether to stop early.
+  struct Verdict {
+    bool best = false, stop = false;
+  };
+  Verdict EvaluateAllRanks() {
+    Verdict v;
+    if (leader() && !config_.GetString("data.valid").empty()) v = Evaluate();
+    if (comm_) {
+      auto flags = torch::tensor({double(v.best), double(v.stop)}, torch::kDouble);
+      comm_->Broadcast(flags, 0);
+      v = {flags[0].item<double>() > 0, flags[1].item<double>() > 0};
+    }
+    return v;
+  }
+
+  Verdict Evaluate() {
     PhaseTimer timer(result_.phase_s, "eval", trace_, track_);
     const auto valid = EvalPipeline(config_, "data.valid", statistics_);
     const RankMetricAccumulator acc =
         Score(*ranker_, *valid, precision_, config_.GetInt("train.eval_batches"), device_);
     result_.valid_ndcg10 = acc.ndcg(10);
+    const auto metrics = MetricsOf(acc);
+    const double value = metrics.at(best_.metric);
+    Verdict v;
+    const bool better =
+        best_.step < 0 ? std::isfinite(value)
+                       : (best_.max ? value > best_.value + best_.min_delta
+                                    : value < best_.value - best_.min_delta);
+    if (better) {
+      best_.step = step_;
+      best_.value = value;
+      best_.evals_since = 0;
+      v.best = true;
+    } else {
+      ++best_.evals_since;
+      v.stop = best_.patience > 0 && best_.evals_since >= best_.patience;
+    }
     std::map<std::string, double> record;
-    for (const auto& [name, value] : MetricsOf(acc)) record["valid/" + name] = value;
+    for (const auto& [name, m] : metrics) record["valid/" + name] = m;
+    if (best_.step >= 0) record["best_step"] = double(best_.step);
     sinks_.Write(step_, record, WallTimeNow());
-    spdlog::info("step {}: valid {}", step_, acc.Summary());
+    spdlog::info("step {}: valid {}{}", step_, acc.Summary(),
+                 better ? fmt::format(" (best {} so far)", best_.metric)
+                        : fmt::format(" (best {} {:.4f} at step {})", best_.metric, best_.value,
+                                      best_.step));
+    if (v.stop) {
+      result_.early_stop = fmt::format(
+          "valid {} has not improved by more than {} in {} evaluations (best {:.4f} at step {})",
+          best_.metric, best_.min_delta, best_.evals_since, best_.value, best_.step);
+    }
+    return v;
   }
 
   // ---- checkpoints ----
@@ -1039,7 +1137,9 @@ class Trainer {
       fs::rename(existing, doomed);
       fs::remove_all(doomed);
     }
-    CheckpointWriter w = store_.Begin(static_cast<uint64_t>(step_));
+    CheckpointWriter w = store_.Begin(
+        static_cast<uint64_t>(step_),
+        best_.step >= 0 ? std::optional<uint64_t>(uint64_t(best_.step)) : std::nullopt);
     std::vector<SafetensorsTensor> views;
     for (const auto& [name, t] : state) views.push_back(View(name, t));
     w.AddFileWith("model.safetensors",
@@ -1057,8 +1157,25 @@ class Trainer {
         {"skipped_steps", result_.skipped_steps},
         {"bad_in_a_row", bad_in_a_row_}};
     if (!init_from_.empty()) meta["init_from"] = init_from_.string();
+    if (best_.step >= 0) {
+      meta["best"] = {{"step", best_.step},
+                      {"metric", best_.metric},
+                      {"value", best_.value},
+                      {"evals_since", best_.evals_since}};
+    }
     w.SetMeta(meta.dump());
     result_.checkpoint = w.Commit().dir;
+    if (best_.step == step_) {
+      // The best checkpoint is on disk: eval, score and report find it here.
+      WriteFileAtomic(options_.run_dir / kBestFile,
+                      nlohmann::json{{"step", best_.step},
+                                     {"metric", "valid/" + best_.metric},
+                                     {"mode", best_.max ? "max" : "min"},
+                                     {"value", best_.value},
+                                     {"checkpoint", fmt::format("checkpoints/step-{}", step_)}}
+                              .dump(2) +
+                          "\n");
+    }
   }
 
   std::optional<Checkpoint> FindCheckpoint() {
@@ -1184,6 +1301,12 @@ class Trainer {
     dense_opt_->set_steps(optimizer_steps);
     for (auto& s : sparse_opts_) s.set_steps(optimizer_steps);
     result_.skipped_steps = meta.at("skipped_steps").get<int64_t>();
+    if (meta.contains("best") && meta["best"].value("metric", "") == best_.metric) {
+      const auto& b = meta["best"];
+      best_.step = b.at("step").get<int64_t>();
+      best_.value = b.at("value").is_number() ? b.at("value").get<double>() : NAN;
+      best_.evals_since = b.at("evals_since").get<int64_t>();
+    }
     bad_in_a_row_ = meta.at("bad_in_a_row").get<int64_t>();
     result_.resumed_from = step_;
     result_.checkpoint = c.dir;  // until this run writes a newer one
@@ -1226,6 +1349,19 @@ class Trainer {
   MultiSink sinks_;
   int64_t step_ = 0, bad_in_a_row_ = 0;
   fs::path init_from_;  // the checkpoint --init-from copied the weights of
+  // train.best and train.early_stop, and the best evaluation so far.
+  struct Best {
+    std::string metric;  // ndcg@10, ...
+    bool max = true;
+    int64_t patience = 0;
+    double min_delta = 0;
+    int64_t step = -1;  // -1: no evaluation yet
+    double value = NAN;
+    int64_t evals_since = 0;  // evaluations since the best
+  } best_{.metric = config_.GetString("train.best.metric"),
+          .max = config_.GetString("train.best.mode") == "max",
+          .patience = config_.GetInt("train.early_stop.patience"),
+          .min_delta = config_.GetFloat("train.early_stop.min_delta")};
   RankerTrainResult result_;
 };
 
@@ -1261,14 +1397,14 @@ struct InferenceModel {
 // `pipeline_for` builds the pipeline from the checkpoint's statistics (the
 // model's feature layout comes from it).
 InferenceModel LoadInferenceModel(
-    const Config& config, const fs::path& checkpoint,
+    const Config& config, const fs::path& checkpoint, CheckpointChoice choice,
     const std::function<const Pipeline&(std::shared_ptr<const Manifest>)>& pipeline_for) {
   KeepHeapMemory();
   LimitBlasThreads(1);
   const int64_t threads = config.GetInt("train.torch_threads");
   if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
   InferenceModel m;
-  m.checkpoint = OpenCheckpoint(checkpoint);
+  m.checkpoint = OpenCheckpoint(checkpoint, choice);
   const Checkpoint& ckpt = m.checkpoint;
   if (!ckpt.files.contains(kStatisticsFile)) {
     throw DataError(fmt::format("checkpoint {} has no {}: it predates evaluation outside "
@@ -1297,11 +1433,11 @@ InferenceModel LoadInferenceModel(
 }  // namespace
 
 RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint,
-                                const std::string& dataset_key) {
+                                const std::string& dataset_key, CheckpointChoice choice) {
   const auto started = Clock::now();
   std::unique_ptr<Pipeline> pipeline;
   InferenceModel m = LoadInferenceModel(
-      config, checkpoint, [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
+      config, checkpoint, choice, [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
         pipeline = EvalPipeline(config, dataset_key, std::move(statistics));
         return *pipeline;
       });
@@ -1317,11 +1453,12 @@ RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint
 
 RankerScoreResult ScoreRanker(const Config& config, const fs::path& checkpoint,
                               const fs::path& dataset,
-                              const std::function<void(const ScoredBatch&)>& sink) {
+                              const std::function<void(const ScoredBatch&)>& sink,
+                              CheckpointChoice choice) {
   const auto started = Clock::now();
   std::unique_ptr<Pipeline> pipeline;
   InferenceModel m = LoadInferenceModel(
-      config, checkpoint, [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
+      config, checkpoint, choice, [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
         PipelineOptions o = PipelineOptionsFromConfig(config);
         o.shuffle = ShuffleMode::kNone;  // dataset order
         o.drop_last = false;

@@ -362,6 +362,57 @@ TEST(RankerTrainer, ScoreReadsDataWithoutTheLabelColumn) {
   EXPECT_EQ(with, without);
 }
 
+TEST(RankerTrainer, KeepsTheBestCheckpointAndStopsEarlyAlsoAfterAResume) {
+  // min_delta 1: no evaluation after the first counts as better, so the
+  // best is step 5 and patience 2 stops the run at the evaluation of step 15.
+  const std::vector<std::string> o = {
+      "train.steps=60",           "train.eval_every=5",
+      "train.checkpoint_every=50", "train.keep_checkpoints=1",
+      "train.early_stop.patience=2", "train.early_stop.min_delta=1"};
+  testing::TempDir straight, interrupted;
+  const auto r = TrainRanker(TestConfig(o), {.run_dir = straight.path()});
+  EXPECT_EQ(r.step, 15);
+  EXPECT_EQ(r.best_step, 5);
+  EXPECT_EQ(r.best_metric, "ndcg@10");
+  EXPECT_NE(r.early_stop.find("has not improved by more than 1 in 2 evaluations"),
+            std::string::npos)
+      << r.early_stop;
+  EXPECT_FALSE(r.stopped);  // not a signal
+  // The best is kept although keep_checkpoints is 1, and best.json names it.
+  std::vector<uint64_t> steps;
+  for (const auto& c : CheckpointStore(straight / "checkpoints").List()) steps.push_back(c.step);
+  EXPECT_EQ(steps, (std::vector<uint64_t>{5, 15}));
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(straight / "best.json"))["step"].get<int64_t>(), 5);
+  // Evaluation records say which step is the best so far.
+  std::ifstream in(straight / "metrics.jsonl");
+  int64_t last_best = -1;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("valid/ndcg@10")) last_best = j.at("best_step").get<int64_t>();
+  }
+  EXPECT_EQ(last_best, 5);
+  // summary.json: the run's result for scripts.
+  const auto summary = nlohmann::json::parse(ReadFile(straight / "summary.json"));
+  EXPECT_EQ(summary["step"].get<int64_t>(), 15);
+  EXPECT_EQ(summary["best"]["step"].get<int64_t>(), 5);
+  EXPECT_EQ(summary["early_stop"].get<std::string>(), r.early_stop);
+  EXPECT_EQ(summary["dense_params"].get<int64_t>(), r.dense_params);
+  EXPECT_FALSE(summary["stopped_by_signal"].get<bool>());
+  // eval and score use the best by default, the newest on request.
+  EXPECT_EQ(EvaluateRanker(TestConfig(o), straight.path()).step, 5);
+  EXPECT_EQ(EvaluateRanker(TestConfig(o), straight.path(), "data.valid", CheckpointChoice::kLatest)
+                .step,
+            15);
+  // Killed at step 12, resumed from the best checkpoint (step 5): the
+  // judgement state came back with it, and the run ends the same way.
+  TrainRanker(TestConfig(o), {.run_dir = interrupted.path(), .stop_after_steps = 12});
+  const auto resumed = TrainRanker(TestConfig(o), {.run_dir = interrupted.path(), .resume = "auto"});
+  EXPECT_EQ(resumed.resumed_from, 5);
+  EXPECT_EQ(resumed.step, 15);
+  EXPECT_EQ(resumed.best_step, 5);
+  EXPECT_EQ(FinalSha(straight.path()), FinalSha(interrupted.path()));
+}
+
 TEST(RankerTrainer, Bf16AutocastTrainsLikeFp32) {
   testing::TempDir fp32_run, bf16_run;
   const auto fp32 = TrainRanker(TestConfig(), {.run_dir = fp32_run.path()});

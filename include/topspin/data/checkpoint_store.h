@@ -17,7 +17,7 @@
 // each file and records its size and SHA-256; Commit() writes manifest.json
 // last, fsyncs, renames the directory to step-N/ and fsyncs the root. Then
 // it prunes: it keeps the keep_last complete checkpoints with the highest
-// steps plus the one just committed (so the newest checkpoint is never
+// steps plus the one just committed and the one Begin() was asked to keep (so the newest checkpoint is never
 // deleted, even when a run resumed from an older step and committed a lower
 // one), deletes the others and every *.incomplete and *.deleting directory.
 // A failed prune is logged, not thrown: the commit has succeeded.
@@ -110,8 +110,9 @@ class CheckpointStore {
   const std::filesystem::path& root() const { return root_; }
 
   // Starts checkpoint `step`: creates step-N.incomplete/ (clearing a stale
-  // one). Throws Error{kIo} when step-N/ already exists.
-  CheckpointWriter Begin(uint64_t step) const;
+  // one). Throws Error{kIo} when step-N/ already exists. The commit's prune
+  // also keeps checkpoint `also_keep` (the run's best), whatever its age.
+  CheckpointWriter Begin(uint64_t step, std::optional<uint64_t> also_keep = std::nullopt) const;
 
   // Complete checkpoints, by increasing step (empty when the root is missing).
   std::vector<CheckpointEntry> List() const;

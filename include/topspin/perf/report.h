@@ -86,14 +86,20 @@ struct RunReport {
   // Steps of the complete checkpoints in RUN_DIR/checkpoints (step-N/ with
   // its manifest.json), ascending: the ones still on disk.
   std::vector<int64_t> checkpoints;
+  // The best of them: RUN_DIR/best.json's (train.best) when it names one of
+  // them, else BestCheckpoint() by best_metric; -1 when none.
+  int64_t best = -1;
+  std::string best_metric = "valid/ndcg@10";  // best.json's metric, or NDCG@10
+  bool best_max = true;
   // Things the reader should know (torn lines, a missing or unreadable
   // profile.json or config.yaml); the page lists them and the CLI logs them.
   std::vector<std::string> warnings;
 };
 
-// The checkpoint the page calls best: of `checkpoints`, the one whose step
-// has the highest valid/ndcg@10 evaluation; -1 when none was evaluated.
-int64_t BestCheckpoint(const std::vector<int64_t>& checkpoints, const MetricsLog& metrics);
+// Of `checkpoints`, the one whose step has the best `metric` evaluation
+// (highest with `max`, else lowest); -1 when none was evaluated.
+int64_t BestCheckpoint(const std::vector<int64_t>& checkpoints, const MetricsLog& metrics,
+                       const std::string& metric = "valid/ndcg@10", bool max = true);
 
 // Reads metrics.jsonl (required: Error{kUsage} saying how to make one when
 // missing), profile.json and config.yaml (optional: a warning each when

@@ -17,6 +17,14 @@
 // tables, plus a manifest with the step, the config hash and the pipeline
 // state) every train.checkpoint_every steps and at the end.
 //
+// Best checkpoint and early stopping: each evaluation that improves
+// train.best.metric (max or min: train.best.mode) by more than
+// train.early_stop.min_delta is checkpointed at once and kept whatever
+// train.keep_checkpoints; RUN_DIR/best.json names it and the evaluation
+// records carry "best_step". train.early_stop.patience > 0 evaluations in a
+// row without one stop the run after a checkpoint (result.early_stop says
+// why). With several ranks, rank 0 judges and broadcasts the verdict.
+//
 // Resume: `resume = "auto"` continues from the newest complete, intact
 // checkpoint in the run directory (a damaged newest one falls back to the
 // previous, with a warning), or from the directory named. The continued
@@ -101,6 +109,13 @@ struct RankerTrainResult {
   int64_t dense_grad_bytes = 0;
   int64_t grad_staging_peak_bytes = 0;
   std::filesystem::path checkpoint;  // the last checkpoint written, or the one resumed from
+  // train.best: the step of the best evaluation (checkpointed, kept whatever
+  // train.keep_checkpoints, named in RUN_DIR/best.json), -1 without one.
+  int64_t best_step = -1;
+  double best_value = NAN;
+  std::string best_metric;  // "ndcg@10", ...
+  // Non-empty when train.early_stop ended the run: why.
+  std::string early_stop;
   // Wall seconds of this process by phase: data_wait (blocked on the input
   // pipeline), forward, backward, sync (waiting for gradient exchange that
   // backward did not hide; several ranks only), optimizer (finiteness
@@ -120,6 +135,11 @@ std::vector<std::string> CheckRankerConfig(const Config& config);
 
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options);
 
+// Which checkpoint of a run directory eval, score and --init-from use: the
+// best (RUN_DIR/best.json, train.best; the newest when there is none) or
+// the newest. A step-N directory is used as it is.
+enum class CheckpointChoice { kBest, kLatest };
+
 struct RankerEvalResult {
   std::filesystem::path checkpoint;       // the step-N directory used
   int64_t step = 0;                       // its training step
@@ -130,13 +150,14 @@ struct RankerEvalResult {
 
 // Scores every list of `dataset_key` ("data.valid", or "data.train") with
 // a checkpoint's model: `checkpoint` is a step-N directory, or a run
-// directory (its newest complete checkpoint). Features are transformed with
-// the training data's statistics, saved in the checkpoint, so the training
+// directory (its best checkpoint, or its newest: `choice`). Features are
+// transformed with the training data's statistics, saved in the checkpoint, so the training
 // data need not be present. `config` must describe the same model and
 // features as the run that wrote the checkpoint (its config.yaml);
 // Error{kData} names the tensor that does not fit otherwise.
 RankerEvalResult EvaluateRanker(const Config& config, const std::filesystem::path& checkpoint,
-                                const std::string& dataset_key = "data.valid");
+                                const std::string& dataset_key = "data.valid",
+                                CheckpointChoice choice = CheckpointChoice::kBest);
 
 // One batch of ScoreRanker: lists in dataset order, each list's documents
 // in row order.
@@ -162,7 +183,8 @@ struct RankerScoreResult {
 // features as EvaluateRanker.
 RankerScoreResult ScoreRanker(const Config& config, const std::filesystem::path& checkpoint,
                               const std::filesystem::path& dataset,
-                              const std::function<void(const ScoredBatch&)>& sink);
+                              const std::function<void(const ScoredBatch&)>& sink,
+                              CheckpointChoice choice = CheckpointChoice::kBest);
 
 // "data wait 2.1% (0.21 s), forward 31.0% (3.10 s), ..." in phase order.
 std::string DescribePhases(const RankerTrainResult& result);
