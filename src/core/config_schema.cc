@@ -301,7 +301,9 @@ Schema BuildSchema() {
             .type = VT::kFloat,
             .default_value = 0.0,
             .min = 0.0,
-            .doc = "how much better than the best an evaluation must be to count as better",
+            .max = 1.0,
+            .doc = "how much better than the best an evaluation must be to count as better "
+                   "(the metrics lie in [0, 1])",
             .hashed = false})
       .Add({.key = "train.max_bad_steps",
             .type = VT::kInt,
