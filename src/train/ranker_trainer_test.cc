@@ -511,6 +511,29 @@ TEST(RankerTrainer, DataParallelMatchesOneProcessAndRepeatsBitwise) {
   EXPECT_EQ(Losses(two.path()), Losses(two_again.path()));
 }
 
+TEST(RankerTrainer, EveryRankStopsEarlyAtTheStepRankZeroJudged) {
+  // Rank 0 evaluates and broadcasts its verdict: both ranks checkpoint the
+  // best (step 2) and stop together at step 6, as one process does.
+  const std::string extra = "data.valid=" + SharedData().valid.string() +
+                            ";train.eval_every=2;train.early_stop.patience=2"
+                            ";train.early_stop.min_delta=1";
+  testing::TempDir one, two;
+  std::vector<std::string> overrides = kDistSteps;
+  for (const auto& kv : Split(extra, ';')) overrides.push_back(kv);
+  const auto r = TrainRanker(TestConfig(overrides), {.run_dir = one.path()});
+  EXPECT_EQ(r.step, 6);
+  EXPECT_EQ(r.best_step, 2);
+  TrainWorld(2, two.path(), extra);
+  const auto summary = nlohmann::json::parse(ReadFile(two / "summary.json"));
+  EXPECT_EQ(summary["step"].get<int64_t>(), 6);
+  EXPECT_EQ(summary["best"]["step"].get<int64_t>(), 2);
+  EXPECT_EQ(summary["world_size"].get<int64_t>(), 2);
+  EXPECT_FALSE(summary["early_stop"].get<std::string>().empty());
+  std::vector<uint64_t> steps;
+  for (const auto& c : CheckpointStore(two / "checkpoints").List()) steps.push_back(c.step);
+  EXPECT_EQ(steps, (std::vector<uint64_t>{2, 6}));
+}
+
 // What rank `rank` of a run reported.
 struct RankBytes {
   int64_t params = 0, optimizer = 0, grads = 0;
