@@ -279,9 +279,10 @@ Schema BuildSchema() {
       .Add({.key = "train.best.metric",
             .type = VT::kString,
             .default_value = std::string("ndcg@10"),
-            .choices = {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr"},
+            .choices = {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr", "none"},
             .doc = "validation metric that picks the best checkpoint (with data.valid): a step "
-                   "that improves it is checkpointed and kept; eval and score default to it",
+                   "that improves it is checkpointed and kept; eval and score default to it "
+                   "(none: no best checkpoint, no early stopping)",
             .hashed = false})
       .Add({.key = "train.best.mode",
             .type = VT::kString,

@@ -111,6 +111,16 @@ void CheckModelFitsInMemory(const Config& config, const RankerOptions& o,
             : "use narrower layers (model.top, model.bottom)");
 }
 
+// train.early_stop needs a metric to judge by.
+void CheckBestConfig(const Config& config) {
+  if (config.GetString("train.best.metric") == "none" &&
+      config.GetInt("train.early_stop.patience") > 0) {
+    throw ConfigError("train.early_stop.patience needs train.best.metric, which is none",
+                      ErrorWhere{.field = "train.early_stop.patience"},
+                      "set train.best.metric (ndcg@10, ...), or train.early_stop.patience: 0");
+  }
+}
+
 // A hashed key whose value differs between two CanonicalText()s.
 struct KeyDifference {
   std::string key, saved, now;  // "unset" where the key is absent
@@ -503,6 +513,7 @@ class Trainer {
         precision_(config, device_),
         store_(options.run_dir / "checkpoints",
                {.keep_last = static_cast<size_t>(config.GetInt("train.keep_checkpoints"))}) {
+    CheckBestConfig(config);
     KeepHeapMemory();     // reuse each step's temporaries instead of re-faulting them
     LimitBlasThreads(1);  // LibTorch's intra-op threads parallelise; OpenBLAS would spin
     const int64_t threads = config.GetInt("train.torch_threads");
@@ -1060,6 +1071,13 @@ class Trainer {
         Score(*ranker_, *valid, precision_, config_.GetInt("train.eval_batches"), device_);
     result_.valid_ndcg10 = acc.ndcg(10);
     const auto metrics = MetricsOf(acc);
+    std::map<std::string, double> record;
+    for (const auto& [name, m] : metrics) record["valid/" + name] = m;
+    if (best_.metric == "none") {  // no judging: no best checkpoint, no early stop
+      sinks_.Write(step_, record, WallTimeNow());
+      spdlog::info("step {}: valid {}", step_, acc.Summary());
+      return {};
+    }
     const double value = metrics.at(best_.metric);
     Verdict v;
     const bool better =
@@ -1075,8 +1093,6 @@ class Trainer {
       ++best_.evals_since;
       v.stop = best_.patience > 0 && best_.evals_since >= best_.patience;
     }
-    std::map<std::string, double> record;
-    for (const auto& [name, m] : metrics) record["valid/" + name] = m;
     if (best_.step >= 0) record["best_step"] = double(best_.step);
     sinks_.Write(step_, record, WallTimeNow());
     spdlog::info("step {}: valid {}{}", step_, acc.Summary(),
@@ -1501,6 +1517,7 @@ RankerScoreResult ScoreRanker(const Config& config, const fs::path& checkpoint,
 std::vector<std::string> CheckRankerConfig(const Config& config) {
   std::vector<std::string> out;
   LrSchedule::From(config);  // cross-key rules: warmup below steps, ...
+  CheckBestConfig(config);
   const RankLoss loss = ParseRankLoss(config.GetString("model.loss"));
   const std::string train_dir = config.GetString("data.train");
   if (train_dir.empty()) {

@@ -423,6 +423,27 @@ TEST(RankerTrainer, KeepsTheBestCheckpointAndStopsEarlyAlsoAfterAResume) {
   EXPECT_EQ(FinalSha(straight.path()), FinalSha(interrupted.path()));
 }
 
+TEST(RankerTrainer, BestMetricNoneTurnsTheBestCheckpointOff) {
+  testing::TempDir run;
+  const std::vector<std::string> o = {"train.steps=20", "train.eval_every=5",
+                                      "train.checkpoint_every=10", "train.best.metric=none"};
+  const auto r = TrainRanker(TestConfig(o), {.run_dir = run.path()});
+  EXPECT_EQ(r.best_step, -1);
+  EXPECT_FALSE(fs::exists(run / "best.json"));
+  std::vector<uint64_t> steps;
+  for (const auto& c : CheckpointStore(run / "checkpoints").List()) steps.push_back(c.step);
+  EXPECT_EQ(steps, (std::vector<uint64_t>{10, 20}));  // no extra checkpoint at an evaluation
+  // Early stopping needs a metric.
+  std::vector<std::string> stop = o;
+  stop.push_back("train.early_stop.patience=2");
+  try {
+    CheckRankerConfig(TestConfig(stop));
+    FAIL() << "early stopping without a metric";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "train.early_stop.patience") << e.Message();
+  }
+}
+
 TEST(RankerTrainer, Bf16AutocastTrainsLikeFp32) {
   testing::TempDir fp32_run, bf16_run;
   const auto fp32 = TrainRanker(TestConfig(), {.run_dir = fp32_run.path()});
