@@ -35,11 +35,7 @@ struct EvalArgs {
 void RunEval(const EvalArgs& args) {
 #ifdef TOPSPIN_HAVE_TORCH
   const fs::path checkpoint(args.checkpoint);
-  if (!fs::is_directory(checkpoint)) {
-    throw Error(ErrorKind::kUsage, fmt::format("{} is not a directory", checkpoint.string()),
-                {.file = checkpoint.string()},
-                "pass a run directory (runs/ranker-shop-001) or a checkpoints/step-N directory");
-  }
+  CheckCheckpointDir(checkpoint);
   std::vector<std::string> overrides = args.overrides;
   if (!args.data.empty()) overrides.push_back("data.valid=" + args.data);
   const fs::path config_path = args.config.empty() ? RunConfigOf(checkpoint) : fs::path(args.config);
@@ -71,6 +67,25 @@ void RunEval(const EvalArgs& args) {
 
 }  // namespace
 
+void CheckCheckpointDir(const fs::path& path) {
+  if (!fs::is_directory(path)) {
+    throw Error(ErrorKind::kUsage, fmt::format("{} is not a directory", path.string()),
+                {.file = path.string()},
+                "pass a run directory (runs/ranker-shop-001) or a checkpoints/step-N directory");
+  }
+}
+
+void AddCheckpointArgs(CLI::App* cmd, std::string& checkpoint, std::string& which) {
+  cmd->add_option("CHECKPOINT", checkpoint,
+                  "a run directory (its best checkpoint, see --checkpoint) or a "
+                  "checkpoints/step-N directory")
+      ->required();
+  cmd->add_option("--checkpoint", which,
+                  "of a run directory: best (train.best; the newest without one) or latest")
+      ->check(CLI::IsMember({"best", "latest"}))
+      ->capture_default_str();
+}
+
 fs::path RunConfigOf(const fs::path& path) {
   // A run directory (it holds config.yaml) that has not checkpointed yet.
   if (fs::exists(path / "config.yaml") && !fs::is_directory(path / "checkpoints")) {
@@ -95,19 +110,12 @@ void RegisterEval(CLI::App& app) {
   static EvalArgs args;
   auto* cmd = app.add_subcommand(
       "eval", "Score held-out queries with a trained ranker: NDCG@k, MAP@10, MRR");
-  cmd->add_option("CHECKPOINT", args.checkpoint,
-                  "a run directory (its best checkpoint, see --checkpoint) or a "
-                  "checkpoints/step-N directory")
-      ->required();
+  AddCheckpointArgs(cmd, args.checkpoint, args.which);
   cmd->add_option("--data", args.data, "dataset to score (default: the config's data.valid)");
   cmd->add_option("--config", args.config, "config of the run (default: the run's config.yaml)");
   cmd->add_option("--set", args.overrides, "override a key, e.g. --set pipeline.threads=2")
       ->allow_extra_args(false);
   cmd->add_option("--json", args.json, "also write the metrics as JSON to this file");
-  cmd->add_option("--checkpoint", args.which,
-                  "of a run directory: best (train.best; the newest without one) or latest")
-      ->check(CLI::IsMember({"best", "latest"}))
-      ->capture_default_str();
   cmd->callback([] { RunEval(args); });
 }
 

@@ -100,11 +100,7 @@ class GroupCursor {
 void RunScore(const ScoreArgs& args) {
 #ifdef TOPSPIN_HAVE_TORCH
   const fs::path checkpoint(args.checkpoint), out(args.out);
-  if (!fs::is_directory(checkpoint)) {
-    throw Error(ErrorKind::kUsage, fmt::format("{} is not a directory", checkpoint.string()),
-                {.file = checkpoint.string()},
-                "pass a run directory (runs/ranker-shop-001) or a checkpoints/step-N directory");
-  }
+  CheckCheckpointDir(checkpoint);
   if (out.extension() != ".csv") {
     throw Error(ErrorKind::kUsage,
                 fmt::format("cannot tell the format of {}: score writes CSV", out.string()),
@@ -159,10 +155,7 @@ void RegisterScore(CLI::App& app) {
   static ScoreArgs args;
   auto* cmd = app.add_subcommand(
       "score", "Write a trained ranker's score of every document of a dataset (CSV)");
-  cmd->add_option("CHECKPOINT", args.checkpoint,
-                  "a run directory (its best checkpoint, see --checkpoint) or a "
-                  "checkpoints/step-N directory")
-      ->required();
+  AddCheckpointArgs(cmd, args.checkpoint, args.which);
   cmd->add_option("--data", args.data,
                   "dataset to score: the training data's columns (the label may be absent)")
       ->required();
@@ -171,10 +164,6 @@ void RegisterScore(CLI::App& app) {
   cmd->add_option("--config", args.config, "config of the run (default: the run's config.yaml)");
   cmd->add_option("--set", args.overrides, "override a key, e.g. --set pipeline.threads=4")
       ->allow_extra_args(false);
-  cmd->add_option("--checkpoint", args.which,
-                  "of a run directory: best (train.best; the newest without one) or latest")
-      ->check(CLI::IsMember({"best", "latest"}))
-      ->capture_default_str();
   cmd->callback([] { RunScore(args); });
 }
 

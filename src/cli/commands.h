@@ -30,4 +30,10 @@ void RegisterBench(CLI::App& app);
 // checkpoint yet or no config.yaml (pass --config).
 std::filesystem::path RunConfigOf(const std::filesystem::path& path);
 
+// eval's and score's CHECKPOINT argument (a run directory or a step-N
+// directory) and --checkpoint best|latest, registered on `cmd`.
+void AddCheckpointArgs(CLI::App* cmd, std::string& checkpoint, std::string& which);
+// Error{kUsage} unless `path` is a directory.
+void CheckCheckpointDir(const std::filesystem::path& path);
+
 }  // namespace topspin::cli
