@@ -653,6 +653,69 @@ TEST(RankerTrainer, Zero2MatchesDataParallelAndShardsGradients) {
   }
 }
 
+// ---- the reference run: the trainer's results, recorded ----
+//
+// Per-step losses and the final checkpoint's SHA-256 of three runs,
+// recorded in testdata/reference_run.json before the trainer core was
+// refactored (2026-12-02, commit dfc948e): every later change to the
+// trainer must reproduce them bit for bit, or change the file on purpose
+// (TOPSPIN_RECORD_REFERENCE=1 rewrites it, and the diff shows what moved).
+// Bits depend on the kernels LibTorch dispatches to: the file names the
+// torch version and CPU capability it was recorded with, and a machine
+// with others skips, saying so.
+
+struct ReferenceCase {
+  const char* name;
+  int world;
+  const char* overrides;  // ';'-separated
+};
+
+constexpr ReferenceCase kReferenceCases[] = {
+    {"adamw_adagrad_accum2_clip", 1, "optim.grad_accum=2;optim.clip_norm=0.5"},
+    {"bf16", 1, "train.precision=bf16"},
+    {"sgd_lazy_adam_zero2_world2", 2,
+     "optim.name=sgd;optim.sparse=lazy_adam;dist.zero=2;optim.clip_norm=0.5;dist.bucket_mib=1"},
+};
+
+fs::path ReferenceFile() { return fs::path(__FILE__).parent_path() / "testdata/reference_run.json"; }
+
+nlohmann::json RunReferenceCase(const ReferenceCase& c) {
+  testing::TempDir run;
+  if (c.world == 1) {
+    std::vector<std::string> o = kDistSteps;
+    for (const auto& kv : Split(c.overrides, ';')) o.push_back(kv);
+    TrainRanker(TestConfig(o), {.run_dir = run.path()});
+  } else {
+    TrainWorld(c.world, run.path(), c.overrides);
+  }
+  return {{"world", c.world},
+          {"overrides", c.overrides},
+          {"losses", Losses(run.path())},
+          {"final_sha256", FinalSha(run.path())}};
+}
+
+TEST(ReferenceRun, TrainerReproducesTheRecordedLossesAndCheckpoints) {
+  const nlohmann::json machine{{"torch", TORCH_VERSION}, {"cpu_capability", at::get_cpu_capability()}};
+  if (std::getenv("TOPSPIN_RECORD_REFERENCE") != nullptr) {
+    nlohmann::json out{{"machine", machine}};
+    for (const auto& c : kReferenceCases) out["cases"][c.name] = RunReferenceCase(c);
+    WriteFileAtomic(ReferenceFile(), out.dump(2) + "\n");
+    GTEST_SKIP() << "recorded " << ReferenceFile();
+  }
+  ASSERT_TRUE(fs::exists(ReferenceFile())) << ReferenceFile();
+  const auto recorded = nlohmann::json::parse(ReadFile(ReferenceFile()));
+  if (recorded.at("machine") != machine) {
+    GTEST_SKIP() << "recorded with " << recorded.at("machine").dump() << ", this machine has "
+                 << machine.dump() << ": bits differ between kernels";
+  }
+  for (const auto& c : kReferenceCases) {
+    const auto& want = recorded.at("cases").at(c.name);
+    const auto got = RunReferenceCase(c);
+    EXPECT_EQ(got.at("losses"), want.at("losses")) << c.name;
+    EXPECT_EQ(got.at("final_sha256"), want.at("final_sha256")) << c.name;
+  }
+}
+
 // ---- the profiler names the bound of workloads built to have one ----
 //
 // Verdicts must not depend on how loaded the machine is. A slow loader and
