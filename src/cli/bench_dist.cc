@@ -3,8 +3,11 @@
 // scaling efficiency and the exposed sync share of rank 0's step. Each case
 // is a `topspin train` run of this binary, so launch, rendezvous and
 // supervision are part of what is measured. Then the same for a tiny GPT
-// (bench_dist_gpt.cc), whose parameters are all dense, with ZeRO-0/1/2.
+// (model.kind gpt, also through `topspin train`), whose parameters are all
+// dense, with ZeRO-0/1/2/3.
 #include <unistd.h>
+
+#include <cmath>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,7 +16,12 @@
 #include "cli/run_command.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
+#include "topspin/data/checkpoint_store.h"
+#include "topspin/data/convert.h"
 #include "topspin/data/gen_shop.h"
+#include "topspin/data/gen_text.h"
+#include "topspin/data/importer.h"
+#include "topspin/data/safetensors.h"
 #include "topspin/dist/spawn.h"
 #include "topspin/pipeline/shop_features.h"
 
@@ -50,7 +58,7 @@ DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool ov
   }
   // The run's own record (rank 0), not its console text.
   const auto j = nlohmann::json::parse(ReadFile(summary));
-  DistRun out{.docs_per_s = j.at("docs_per_s").get<double>(),
+  DistRun out{.docs_per_s = j.at("items_per_s").get<double>(),
               .optimizer_bytes = j.at("dense_optimizer_bytes").get<double>(),
               .grad_bytes = j.at("dense_grad_bytes").get<double>(),
               .params = j.at("dense_params").get<double>()};
@@ -64,40 +72,50 @@ struct GptRun {
   double tokens_per_s = 0, sync_share = 0;
   double params = 0, param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
   double staging_peak_bytes = 0;  // ZeRO-2 gradient staging, ZeRO-3 gathered units
-  double param_abs_sum = 0;       // sum of |parameters| after training
-  double allreduce_us = 0;        // a 16-byte all-reduce before training
+  double param_abs_sum = 0;       // sum of |parameters| in the final checkpoint
 };
 
-// The tiny GPT trained by `world` ranks of this binary (`bench
-// dist-gpt-rank`), `threads` LibTorch threads each.
-GptRun RunGpt(const DistBenchOptions& o, const fs::path& dir, int world, int threads,
-              bool overlap, int zero) {
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path out = dir / "result.json";
-  SpawnOptions so;
-  so.argv = {SelfExe(), "bench", "dist-gpt-rank", "--out", out.string(),
-             "--store", (dir / "store").string(), "--threads", std::to_string(threads),
-             "--batch", std::to_string(o.gpt_batch), "--steps", std::to_string(o.gpt_steps),
-             "--overlap", overlap ? "true" : "false", "--zero", std::to_string(zero)};
-  so.nproc = world;
-  so.grace_s = 5;
-  const SpawnResult r = SpawnAndSupervise(so);
-  if (r.exit_code != 0) {
-    throw Error(ErrorKind::kInternal, fmt::format("bench dist: the GPT job (world {}, ZeRO-{}) "
-                                                  "failed: {}",
-                                                  world, zero, r.cause));
+// Sum of |x| over the dense parameters (dense.*, not the optimizer state)
+// of a run's final checkpoint: every ZeRO stage must train the same model.
+double CheckpointParamAbsSum(const fs::path& run) {
+  const auto latest = CheckpointStore(run / "checkpoints").LoadLatest();
+  if (!latest) throw Error(ErrorKind::kInternal, "bench dist: " + run.string() + " has no checkpoint");
+  const SafetensorsFile file = SafetensorsFile::Open(latest->FilePath("model.safetensors"));
+  double sum = 0;
+  for (const auto& t : file.tensors()) {
+    if (!t.name.starts_with("dense.") || t.name.starts_with("dense.opt")) continue;
+    const auto* v = reinterpret_cast<const float*>(t.bytes.data());
+    for (size_t k = 0; k < t.bytes.size() / sizeof(float); ++k) sum += std::abs(double(v[k]));
   }
-  const auto j = nlohmann::json::parse(ReadFile(out));
-  return {.tokens_per_s = j.at("tokens_per_s").get<double>(),
-          .sync_share = j.at("sync_share").get<double>(),
-          .params = j.at("params").get<double>(),
-          .param_bytes = j.at("param_bytes").get<double>(),
-          .grad_bytes = j.at("grad_bytes").get<double>(),
-          .optimizer_bytes = j.at("optimizer_bytes").get<double>(),
-          .staging_peak_bytes = j.at("staging_peak_bytes").get<double>(),
-          .param_abs_sum = j.at("param_abs_sum").get<double>(),
-          .allreduce_us = j.at("allreduce_us").get<double>()};
+  return sum;
+}
+
+// The tiny GPT trained by `world` ranks of `topspin train` (the trainer
+// core, as users run it), `threads` LibTorch threads each.
+GptRun RunGpt(const fs::path& config, const fs::path& run, int world, int threads, bool overlap,
+              int zero) {
+  fs::remove_all(run);
+  const std::string cmd = fmt::format(
+      "'{}' train '{}' --nproc {} --run-dir '{}' --set dist.overlap={} --set dist.zero={} "
+      "--set train.torch_threads={} 2>&1",
+      SelfExe(), config.string(), world, run.string(), overlap ? "true" : "false", zero, threads);
+  const CommandResult r = RunCommand(cmd);
+  const fs::path summary = run / "summary.json";
+  if (r.status != 0 || !fs::exists(summary)) {
+    throw Error(ErrorKind::kInternal, fmt::format("bench dist: `{}` failed:\n{}", cmd, r.output));
+  }
+  const auto j = nlohmann::json::parse(ReadFile(summary));
+  GptRun out{.tokens_per_s = j.at("items_per_s").get<double>(),
+             .params = j.at("dense_params").get<double>(),
+             .param_bytes = j.at("dense_param_bytes").get<double>(),
+             .grad_bytes = j.at("dense_grad_bytes").get<double>(),
+             .optimizer_bytes = j.at("dense_optimizer_bytes").get<double>(),
+             .staging_peak_bytes = j.at("grad_staging_peak_bytes").get<double>(),
+             .param_abs_sum = CheckpointParamAbsSum(run)};
+  double total = 0;
+  for (const auto& [phase, seconds] : j.at("phase_s").items()) total += seconds.get<double>();
+  if (total > 0) out.sync_share = j.at("phase_s").value("sync", 0.0) / total;
+  return out;
 }
 
 // fp32 model state per rank with AdamW (two moments): parameters 4P,
@@ -112,12 +130,36 @@ double ZeroFormula(double params, int zero, int world) {
 
 void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
   const fs::path dir = o.scratch / "bench-dist-gpt";
-  // World 1 gets both cores as 2 LibTorch threads; world 2 one each.
-  BenchStages stages("dist (GPT)", 7);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // Text every Debian machine has, tokenized by bytes; the shape of
+  // BenchGptShape(). World 1 gets both cores as 2 LibTorch threads, world 2
+  // one each.
+  WriteTextCorpus(dir / "corpus.txt", TextCorpusOptions{});
+  Convert({dir / "corpus.txt"}, ImportOptions{.format = "text"},
+          DatasetWriterOptions{.out = dir / "data", .row_group_rows = 4096, .threads = 1},
+          /*sort_groups=*/false, {});
+  const GptShape shape = BenchGptShape();
+  const fs::path config = dir / "gpt.yaml";
+  WriteFileAtomic(config, fmt::format(R"yaml(
+run: {{seed: 1}}
+data: {{train: "{}"}}
+pipeline: {{threads: 1, batch_size: {}, shuffle: global}}
+model:
+  kind: gpt
+  gpt: {{vocab: {}, context: {}, layers: {}, d_model: {}, heads: {}}}
+optim: {{lr: 0.0001, schedule: constant, warmup_steps: 0}}
+dist: {{bucket_mib: 4}}
+train: {{steps: {}, log_every: 1000, eval_every: 0, checkpoint_every: 0}}
+)yaml",
+                                      (dir / "data").string(), o.gpt_batch, shape.vocab,
+                                      shape.context, shape.layers, shape.d_model, shape.heads,
+                                      o.gpt_steps));
+  BenchStages stages("dist (GPT)", 6);
   const auto gpt = [&](const char* name, int world, int threads, bool overlap, int zero) {
     stages.Begin(fmt::format("GPT world {}{}, ZeRO-{}, {} steps", world,
                              overlap ? "" : " not overlapped", zero, o.gpt_steps));
-    return RunGpt(o, dir / name, world, threads, overlap, zero);
+    return RunGpt(config, dir / name, world, threads, overlap, zero);
   };
   const GptRun one = gpt("w1", 1, 2, true, 0);
   const GptRun two = gpt("w2", 2, 1, true, 0);
@@ -125,16 +167,7 @@ void AddGptRows(const DistBenchOptions& o, BenchTable& t) {
   const GptRun zero1 = gpt("w2z1", 2, 1, true, 1);
   const GptRun zero2 = gpt("w2z2", 2, 1, true, 2);
   const GptRun zero3 = gpt("w2z3", 2, 1, true, 3);
-  stages.Begin("PyTorch's Gloo all-reduce latency (gloo_latency.py)");
-  // The floor under every collective on this host, against PyTorch's own
-  // Gloo process group doing the same.
-  const fs::path script = o.peers / "gloo_latency.py";
-  const auto peer = nlohmann::json::parse(RunPeer(
-      fmt::format("{} '{}' '{}' 2>&1", PeerPython(), script.string(), (dir / "peer-store").string()),
-      script.string()));
   fs::remove_all(dir);
-  t.rows.push_back({"Gloo all-reduce of 16 B, 2 ranks", two.allreduce_us, "PyTorch's Gloo",
-                    peer.at("allreduce_us").get<double>(), "µs", Better::kLower});
   t.rows.push_back({"GPT world 2 throughput", two.tokens_per_s, "world 1 (2 threads)",
                     one.tokens_per_s, "tokens/s"});
   t.rows.push_back({"GPT world 2 sync share, overlapped", 100 * two.sync_share, "not overlapped",
@@ -210,7 +243,8 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                fmt::format("ranker (shop features, 4 x 2^18 x 16 tables), global batch {} lists, "
                            "{} steps, 1 pipeline + 1 LibTorch thread per rank; GPT (4 x 256, "
                            "context 128, vocab 2048, {:.1f}M parameters), global batch {} "
-                           "sequences, {} steps, 4 MiB buckets, synthetic tokens; Gloo over a "
+                           "sequences, {} steps, 4 MiB buckets, byte tokens of "
+                           "/usr/share/common-licenses; both through `topspin train`; Gloo over a "
                            "file store on this host; sync = rank 0's time blocked on collectives",
                            o.batch, o.steps, double(ParameterCount(BenchGptShape())) / 1e6,
                            o.gpt_batch, o.gpt_steps),

@@ -20,6 +20,7 @@
 #include "topspin/data/gen_shop.h"
 #include "topspin/model/ranker.h"
 #include "topspin/pipeline/shop_features.h"
+#include "topspin/train/device.h"
 #include "topspin/train/ranker_trainer.h"
 
 namespace topspin::cli {
@@ -29,16 +30,6 @@ namespace fs = std::filesystem;
 
 nlohmann::json PeerJson(const std::string& command, const fs::path& script) {
   return nlohmann::json::parse(cli::RunPeer(command, script.string()));
-}
-
-// Dense matmul GFLOP/s at the top MLP's shapes (the model's bulk).
-double MatmulFlops(int threads) {
-  torch::set_num_threads(threads);
-  const auto a = torch::randn({2304, 112}), b = torch::randn({112, 128});
-  const double s = BestSeconds(5, [&] {
-    for (int i = 0; i < 20; ++i) (void)torch::mm(a, b);
-  });
-  return 20 * 2.0 * 2304 * 112 * 128 / s;
 }
 
 }  // namespace
@@ -80,13 +71,16 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   const Config config =
       Config::Parse(yaml, "<bench train-ranker>", {"train.device=" + o.device}, TopspinSchema());
   stages.Begin(fmt::format("ours: {} steps on {}", steps, o.device));
+  ApplyProcessPolicy(1);
   const RankerTrainResult ours = TrainRanker(config, {.run_dir = run});
   const double flops_per_doc =
       3.0 * double(Ranker(RankerOptions{.dense_dim = 48,
                                         .table_sizes = {17, 17, 262144, 262144, 262144, 262144},
                                         .embedding_dim = 16})
                        .ForwardFlopsPerDoc());
-  const double floor_docs_per_s = MatmulFlops(o.threads) / flops_per_doc;
+  // The peak the profiler's MFU is measured against, on the peer's threads.
+  torch::set_num_threads(o.threads);
+  const double floor_docs_per_s = MeasureMatmulPeak(ComputeDevice{}, /*bf16=*/false) / flops_per_doc;
 
   const fs::path torch_peer = o.peers / "ranker_pytorch.py",
                  xgb_peer = o.peers / "ranker_xgboost.py";
@@ -114,10 +108,10 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                   o.xgb_rounds,
                   o.xgb_depth, xgb["seconds"].get<double>(), DescribePhases(ours)),
       {}};
-  t.rows.push_back({"ranker training", ours.docs_per_s, "PyTorch (SparseAdam)",
+  t.rows.push_back({"ranker training", ours.items_per_s, "PyTorch (SparseAdam)",
                     pt["docs_per_s"].get<double>(), "docs/s"});
   if (o.device == "cpu") {  // the floor is the CPU's matmul rate
-    t.rows.push_back({"ranker training", ours.docs_per_s, "compute floor (matmul rate)",
+    t.rows.push_back({"ranker training", ours.items_per_s, "compute floor (matmul peak)",
                       floor_docs_per_s, "docs/s"});
   }
   t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10, "PyTorch (same epochs)",

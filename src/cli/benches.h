@@ -100,9 +100,8 @@ struct DistBenchOptions {
   uint64_t queries = 20000;
   int batch = 64;    // global batch, lists
   int steps = 600;
-  std::filesystem::path peers = "bench/peers";  // gloo_latency.py
   int gpt_batch = 8;   // the tiny GPT's global batch, sequences
-  int gpt_steps = 20;  // timed steps per GPT run (after 3 warm-up steps)
+  int gpt_steps = 20;  // steps per GPT run
 };
 
 // The ranker at world 1 and 2 on this host (`topspin train --nproc`), then
@@ -115,21 +114,6 @@ BenchTable RunDistBench(const DistBenchOptions& options);
 // vocabulary 2048, tied head (3.7M parameters).
 GptShape BenchGptShape();
 
-// One rank of bench dist's GPT job (the hidden `bench dist-gpt-rank`, which
-// the bench starts with SpawnAndSupervise). Rank 0 writes its measurements
-// as JSON to `out`.
-struct GptDistOptions {
-  std::filesystem::path out;
-  std::filesystem::path store;  // the job's FileStore (world > 1)
-  int threads = 1;              // LibTorch threads per rank
-  int batch = 8;                // global batch, sequences
-  int steps = 20;
-  bool overlap = true;
-  int zero = 0;                 // 0 to 3
-  int64_t wrap_blocks = 1;      // ZeRO-3: transformer blocks per gathered unit
-  int64_t bucket_bytes = int64_t{4} << 20;
-};
-void RunGptDistRank(const GptDistOptions& options);
 
 // Our ranker training against the same model in PyTorch (docs/s, NDCG@10)
 // and XGBoost rank:ndcg (NDCG@10), plus our compute floor. Needs LibTorch.

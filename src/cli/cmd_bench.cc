@@ -184,8 +184,6 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   dist_cmd->add_option("--scratch", dist.scratch, "where inputs are generated")
       ->capture_default_str();
-  dist_cmd->add_option("--peers", dist.peers, "directory of the Python peers")
-      ->capture_default_str();
   dist_cmd->add_option("--gpt-batch", dist.gpt_batch, "the tiny GPT's global batch in sequences")
       ->check(CLI::Range(2, 4096))
       ->capture_default_str();
@@ -195,18 +193,6 @@ void RegisterBench(CLI::App& app) {
   dist_cmd->callback([] { Report(RunDistBench(dist), args); });
 
   // One rank of bench dist's GPT job; hidden (group ""), started by the bench.
-  static GptDistOptions gpt_rank;
-  auto* gpt_cmd = bench->add_subcommand("dist-gpt-rank", "one rank of bench dist's GPT job");
-  gpt_cmd->group("");
-  gpt_cmd->add_option("--out", gpt_rank.out)->required();
-  gpt_cmd->add_option("--store", gpt_rank.store)->required();
-  gpt_cmd->add_option("--threads", gpt_rank.threads)->check(CLI::Range(1, 1024));
-  gpt_cmd->add_option("--batch", gpt_rank.batch)->check(CLI::Range(1, 1 << 20));
-  gpt_cmd->add_option("--steps", gpt_rank.steps)->check(CLI::Range(1, 1 << 30));
-  gpt_cmd->add_option("--overlap", gpt_rank.overlap);
-  gpt_cmd->add_option("--zero", gpt_rank.zero)->check(CLI::Range(0, 3));
-  gpt_cmd->add_option("--wrap-blocks", gpt_rank.wrap_blocks)->check(CLI::Range(1, 1 << 20));
-  gpt_cmd->callback([] { RunGptDistRank(gpt_rank); });
 
   static OrderBenchOptions order;
   auto* order_cmd = bench->add_subcommand(

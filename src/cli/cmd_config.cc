@@ -58,7 +58,7 @@ void RegisterConfig(CLI::App& app) {
   check->callback([] {
     const Config c = LoadConfig(args);
 #ifdef TOPSPIN_HAVE_TORCH
-    for (const std::string& line : CheckRankerConfig(c)) fmt::print("{}\n", line);
+    for (const std::string& line : CheckTrainConfig(c)) fmt::print("{}\n", line);
 #else
     fmt::print("this topspin was built without LibTorch: only the keys were checked\n");
 #endif

@@ -147,9 +147,10 @@ double TextMatchNdcg10(const std::filesystem::path& dir) {
 // held-out queries.
 nlohmann::json TrainAndCompare(const Config& config, const std::filesystem::path& run_dir,
                                const std::filesystem::path& valid) {
+  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
   const RankerTrainResult r = TrainRanker(config, {.run_dir = run_dir});
   const double text = TextMatchNdcg10(valid);
-  fmt::print("trained       {} steps, {:.0f} docs/s, last loss {:.4f}\n", r.step, r.docs_per_s,
+  fmt::print("trained       {} steps, {:.0f} docs/s, last loss {:.4f}\n", r.step, r.items_per_s,
              r.last_loss);
   fmt::print("held out      NDCG@10 {:.4f} (ranker) vs {:.4f} (text match only): {:+.4f}\n",
              r.valid_ndcg10, text, r.valid_ndcg10 - text);
@@ -158,7 +159,7 @@ nlohmann::json TrainAndCompare(const Config& config, const std::filesystem::path
   // The profiler's verdict on the steps just run (profile.json).
   const ProfileReport profile = Analyze(r.profile);
   fmt::print("bound         {}: {}\n", profile.bound, profile.evidence);
-  return {{"steps", r.step},          {"docs_per_s", r.docs_per_s},
+  return {{"steps", r.step},          {"docs_per_s", r.items_per_s},
           {"ndcg10", r.valid_ndcg10}, {"text_match_ndcg10", text},
           {"phases_s", r.phase_s},    {"checkpoint", r.checkpoint.string()}};
 }

@@ -40,6 +40,7 @@ void RunEval(const EvalArgs& args) {
   if (!args.data.empty()) overrides.push_back("data.valid=" + args.data);
   const fs::path config_path = args.config.empty() ? RunConfigOf(checkpoint) : fs::path(args.config);
   const Config config = Config::Load(config_path.string(), overrides, TopspinSchema());
+  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
   SetLogLevel(config.GetString("run.log_level"));
   const RankerEvalResult r =
       EvaluateRanker(config, checkpoint, "data.valid",

@@ -107,7 +107,8 @@ void ProfileConfig(const ProfileArgs& args) {
   o.peak_tflops = args.peak_tflops;
   o.peak_gbs = args.peak_gbs;
   o.measure_peak = args.peak_tflops <= 0 || args.peak_gbs <= 0;
-  const RankerTrainResult r = TrainRanker(config, o);
+  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
+  const TrainResult r = Train(config, o);
   fmt::print("run directory {}\n\n", dir.string());
   Print(r.profile, args, SteadyStateOf(dir, r.profile));
   if (!args.trace.empty()) {

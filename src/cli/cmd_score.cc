@@ -108,6 +108,7 @@ void RunScore(const ScoreArgs& args) {
   }
   const fs::path config_path = args.config.empty() ? RunConfigOf(checkpoint) : fs::path(args.config);
   const Config config = Config::Load(config_path.string(), args.overrides, TopspinSchema());
+  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
   SetLogLevel(config.GetString("run.log_level"));
   GroupCursor groups(args.data);
   AtomicFileWriter file(out);

@@ -209,7 +209,55 @@ Schema BuildSchema() {
             .min = 0,
             .max = 1,
             .doc = "final learning rate as a fraction of lr"});
-  s.Section("model", "The model: the search ranker's shape and loss.")
+  s.Section("model", "The model: which workload (model.kind), the ranker's shape and loss, "
+                     "the GPT's shape (model.gpt).")
+      .Add({.key = "model.kind",
+            .type = VT::kString,
+            .default_value = std::string("ranker"),
+            .choices = {"ranker", "gpt"},
+            .doc = "the workload: the listwise search ranker (data: ranking shards), or a GPT "
+                   "language model (data: a text dataset's token column)"})
+      .Add({.key = "model.gpt.vocab",
+            .type = VT::kInt,
+            .default_value = int64_t{257},
+            .min = 2,
+            .max = int64_t{1} << 24,
+            .doc = "GPT vocabulary size (257: the byte tokenizer); the data's token ids must "
+                   "be below it"})
+      .Add({.key = "model.gpt.context",
+            .type = VT::kInt,
+            .default_value = int64_t{128},
+            .min = 1,
+            .max = int64_t{1} << 20,
+            .doc = "GPT tokens per sequence: training windows are context + 1 tokens"})
+      .Add({.key = "model.gpt.layers",
+            .type = VT::kInt,
+            .default_value = int64_t{4},
+            .min = 1,
+            .max = 1024,
+            .doc = "GPT transformer blocks"})
+      .Add({.key = "model.gpt.d_model",
+            .type = VT::kInt,
+            .default_value = int64_t{256},
+            .min = 1,
+            .max = 65536,
+            .doc = "GPT residual width (a multiple of model.gpt.heads)"})
+      .Add({.key = "model.gpt.heads",
+            .type = VT::kInt,
+            .default_value = int64_t{4},
+            .min = 1,
+            .max = 1024,
+            .doc = "GPT attention heads"})
+      .Add({.key = "model.gpt.d_ff",
+            .type = VT::kInt,
+            .default_value = int64_t{0},
+            .min = 0,
+            .max = int64_t{1} << 20,
+            .doc = "GPT MLP hidden width (0: 4 x d_model)"})
+      .Add({.key = "model.gpt.tied_embeddings",
+            .type = VT::kBool,
+            .default_value = true,
+            .doc = "the GPT's output head shares the token embedding"})
       .Add({.key = "model.embedding_dim",
             .type = VT::kInt,
             .default_value = int64_t{16},
@@ -278,17 +326,20 @@ Schema BuildSchema() {
             .hashed = false})
       .Add({.key = "train.best.metric",
             .type = VT::kString,
-            .default_value = std::string("ndcg@10"),
-            .choices = {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr", "none"},
+            .default_value = std::string("auto"),
+            .choices = {"auto", "ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr", "loss",
+                        "perplexity", "none"},
             .doc = "validation metric that picks the best checkpoint (with data.valid): a step "
-                   "that improves it is checkpointed and kept; eval and score default to it "
-                   "(none: no best checkpoint, no early stopping)",
+                   "that improves it is checkpointed and kept; eval and score default to it. "
+                   "auto: ndcg@10 (ranker), loss (gpt); none: no best checkpoint, no early "
+                   "stopping",
             .hashed = false})
       .Add({.key = "train.best.mode",
             .type = VT::kString,
-            .default_value = std::string("max"),
-            .choices = {"max", "min"},
-            .doc = "whether a higher (max) or lower (min) train.best.metric is better",
+            .default_value = std::string("auto"),
+            .choices = {"auto", "max", "min"},
+            .doc = "whether a higher (max) or lower (min) train.best.metric is better; auto: "
+                   "min for loss and perplexity, max for the ranking metrics",
             .hashed = false})
       .Add({.key = "train.early_stop.patience",
             .type = VT::kInt,
@@ -379,10 +430,19 @@ Schema BuildSchema() {
             .type = VT::kInt,
             .default_value = int64_t{0},
             .min = 0,
-            .max = 2,
+            .max = 3,
             .doc = "1: shard the dense optimizer state over ranks (ZeRO-1), bitwise the results "
                    "of 0; 2: and the dense gradients (ZeRO-2, reduce-scattered; equal to 0 up "
-                   "to float rounding)",
+                   "to float rounding); 3: and the parameters, gathered unit by unit (ZeRO-3; "
+                   "model.kind gpt)",
+            .hashed = false})
+      .Add({.key = "dist.wrap_blocks",
+            .type = VT::kInt,
+            .default_value = int64_t{1},
+            .min = 1,
+            .max = 1024,
+            .doc = "ZeRO-3: GPT blocks per unit gathered at once (more: fewer, larger "
+                   "collectives and more memory)",
             .hashed = false})
       .Add({.key = "dist.token_file",
             .type = VT::kString,

@@ -13,8 +13,8 @@
 
 namespace topspin {
 
-std::pair<int64_t, int64_t> ShardRange(int64_t total, int world, int rank) {
-  const int64_t per = (total + world - 1) / world;
+std::pair<int64_t, int64_t> ShardRange(int64_t total, int world, int rank, int64_t align) {
+  const int64_t per = ((total + world - 1) / world + align - 1) / align * align;
   const int64_t offset = std::min(total, per * rank);
   return {offset, std::min(per, total - offset)};
 }

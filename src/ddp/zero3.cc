@@ -192,6 +192,42 @@ void Zero3::Finish() {
   im.armed = false;
 }
 
+at::Tensor Zero3::Unshard(const at::Tensor& pieces) {
+  auto& im = *impl_;
+  const std::vector<at::Tensor> all = im.comm.AllGatherRows(pieces.contiguous());
+  std::vector<at::Tensor> parts;
+  for (const auto& u : im.units) {
+    std::vector<at::Tensor> unit;
+    for (const auto& rank : all) unit.push_back(rank.narrow(0, u.shard_offset, u.piece));
+    parts.push_back(torch::cat(unit).narrow(0, 0, u.numel));
+  }
+  return torch::cat(parts);
+}
+
+at::Tensor Zero3::ShardOf(const at::Tensor& whole) const {
+  const auto& im = *impl_;
+  const int world = im.comm.world_size(), rank = im.comm.rank();
+  std::vector<at::Tensor> parts;
+  int64_t at = 0;
+  for (const auto& u : im.units) {
+    auto padded = torch::zeros({u.piece * world}, whole.options());
+    padded.narrow(0, 0, u.numel).copy_(whole.narrow(0, at, u.numel));
+    parts.push_back(padded.narrow(0, rank * u.piece, u.piece));
+    at += u.numel;
+  }
+  return torch::cat(parts);
+}
+
+std::vector<int64_t> Zero3::unit_offsets() const {
+  std::vector<int64_t> out;
+  int64_t at = 0;
+  for (const auto& u : impl_->units) {
+    out.push_back(at);
+    at += u.numel;
+  }
+  return out;
+}
+
 at::Tensor& Zero3::shard_params() { return impl_->shard_params; }
 const at::Tensor& Zero3::shard_grads() const { return impl_->shard_grads; }
 int64_t Zero3::numel() const { return impl_->total; }

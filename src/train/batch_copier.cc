@@ -14,6 +14,14 @@
 namespace topspin {
 
 BatchTensors WrapHost(Batch& b) {
+  if (b.layout().kind == BatchKind::kLanguageModel) {
+    BatchTensors t;
+    t.tokens = torch::from_blob(b.tokens_data(),
+                                {static_cast<int64_t>(b.num_lists),
+                                 static_cast<int64_t>(b.layout().seq_len) + 1},
+                                torch::kInt);
+    return t;
+  }
   const auto n = static_cast<int64_t>(b.num_docs);
   const auto f = static_cast<int64_t>(b.layout().dense_dim);
   const auto c = static_cast<int64_t>(b.layout().sparse_dim);
@@ -60,8 +68,11 @@ struct BatchCopier::Impl {
     {
       c10::cuda::CUDAStreamGuard guard(*copy_stream);
       const torch::Device to(torch::kCUDA, static_cast<c10::DeviceIndex>(device.index));
-      out.t = {host.dense.to(to, /*non_blocking=*/true), host.sparse.to(to, true),
-               host.labels.to(to, true), host.offsets.to(to, true)};
+      const auto copy = [&](const torch::Tensor& t) {
+        return t.defined() ? t.to(to, /*non_blocking=*/true) : t;
+      };
+      out.t = {copy(host.dense), copy(host.sparse), copy(host.labels), copy(host.offsets),
+               copy(host.tokens)};
       copied->record(*copy_stream);
     }
     launched.emplace_back(out.ticket, copied);
@@ -82,7 +93,9 @@ struct BatchCopier::Impl {
     launched.front().second->block(compute);  // the GPU waits, the host does not
     timer.End(span);
     launched.pop_front();
-    for (auto* t : {&b.t.dense, &b.t.sparse, &b.t.labels, &b.t.offsets}) t->record_stream(compute);
+    for (auto* t : {&b.t.dense, &b.t.sparse, &b.t.labels, &b.t.offsets, &b.t.tokens}) {
+      if (t->defined()) t->record_stream(compute);
+    }
   }
 };
 #else

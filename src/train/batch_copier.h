@@ -28,10 +28,12 @@
 
 namespace topspin {
 
-// dense [N, F] float32, sparse [N, C] int64, labels [N] float32,
-// offsets [B + 1] int64: Batch's arrays, on the compute device.
+// Ranking batches: dense [N, F] float32, sparse [N, C] int64, labels [N]
+// float32, offsets [B + 1] int64; language-model batches: tokens
+// [B, T + 1] int32. Batch's arrays (those of its kind; the others
+// undefined), on the compute device.
 struct BatchTensors {
-  torch::Tensor dense, sparse, labels, offsets;
+  torch::Tensor dense, sparse, labels, offsets, tokens;
 };
 
 struct DeviceBatch {

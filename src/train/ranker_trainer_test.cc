@@ -32,6 +32,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The process policy `topspin train` sets at start-up (the test configs
+// use train.torch_threads 1).
+const auto* const kPolicy = ::testing::AddGlobalTestEnvironment([] {
+  struct Policy : ::testing::Environment {
+    void SetUp() override { ApplyProcessPolicy(1); }
+  };
+  return new Policy;
+}());
+
 struct Data {
   testing::TempDir dir;
   fs::path train = dir / "train", valid = dir / "valid";
@@ -94,7 +103,7 @@ TEST(RankerTrainer, LearnsLogsEvaluatesAndCheckpoints) {
   EXPECT_EQ(r.skipped_steps, 0);
   EXPECT_GT(r.valid_ndcg10, 0.5);
   EXPECT_TRUE(std::isfinite(r.last_loss));
-  EXPECT_GT(r.docs_per_s, 0);
+  EXPECT_GT(r.items_per_s, 0);
   // metrics.jsonl: three training records and two evaluations.
   std::ifstream in(run / "metrics.jsonl");
   int train_lines = 0, eval_lines = 0;
@@ -437,7 +446,7 @@ TEST(RankerTrainer, BestMetricNoneTurnsTheBestCheckpointOff) {
   std::vector<std::string> stop = o;
   stop.push_back("train.early_stop.patience=2");
   try {
-    CheckRankerConfig(TestConfig(stop));
+    CheckTrainConfig(TestConfig(stop));
     FAIL() << "early stopping without a metric";
   } catch (const Error& e) {
     EXPECT_EQ(e.where().field, "train.early_stop.patience") << e.Message();

@@ -89,8 +89,9 @@ class GradBuckets {
 
 // This rank's shard [offset, offset + numel) of a flat buffer of `total`
 // elements split over `world` ranks: equal contiguous pieces of
-// ceil(total / world), the last shorter (or empty).
-std::pair<int64_t, int64_t> ShardRange(int64_t total, int world, int rank);
+// ceil(total / world) rounded up to a multiple of `align`, the last shorter
+// (or empty).
+std::pair<int64_t, int64_t> ShardRange(int64_t total, int world, int rank, int64_t align = 1);
 
 // Touched embedding rows of one table: ids [U] int64 (unique) and their
 // gradients [U, D] float32.

@@ -61,6 +61,14 @@ class Zero3 {
   at::Tensor& shard_params();
   const at::Tensor& shard_grads() const;
   int64_t numel() const;  // P: the parameters, unpadded
+  // Checkpoints: a tensor laid out like shard_params() (this rank's pieces,
+  // e.g. an optimizer moment) gathered from every rank into the whole flat
+  // tensor of the parameters in unit order, unpadded [numel()] (a
+  // collective); and this rank's pieces of such a whole tensor.
+  at::Tensor Unshard(const at::Tensor& pieces);
+  at::Tensor ShardOf(const at::Tensor& whole) const;
+  // Where each unit's parameters start in that whole tensor.
+  std::vector<int64_t> unit_offsets() const;
   // Bytes of full unit parameters gathered now, and the most at once.
   int64_t gathered_bytes() const;
   int64_t peak_gathered_bytes() const;

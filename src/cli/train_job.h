@@ -1,0 +1,25 @@
+// What `topspin train` does once its arguments are parsed (cmd_train.cc):
+// the job layer's role for this process (topspin/dist/job.h: launcher,
+// rank or single process), the run directory, the process policy, the
+// trainer core (topspin/train/trainer.h) and what rank 0 prints at the end.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "topspin/dist/job.h"
+
+namespace topspin::cli {
+
+struct TrainArgs {
+  std::string path;
+  std::vector<std::string> overrides;
+  JobArgs job;
+  bool extend = false;
+  std::string init_from;
+};
+
+// Throws ExitRequest with the status a launcher or a stopped run exits with.
+void RunTrainJob(const TrainArgs& args);
+
+}  // namespace topspin::cli

@@ -1,0 +1,199 @@
+// The GPT as a Task of the trainer core (src/train/task.h): windows of
+// context + 1 tokens of a text dataset's "tokens" column (topspin convert
+// --format text) in the pipeline's deterministic order, the decoder of
+// topspin/model/gpt.h (every parameter dense, in ZeRO-3 units of
+// dist.wrap_blocks blocks), next-token cross-entropy summed over the
+// tokens, and the validation loss and perplexity on data.valid.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "topspin/core/error.h"
+#include "topspin/ddp/zero3.h"
+#include "topspin/model/gpt.h"
+#include "topspin/pipeline/pipeline_config.h"
+#include "train/batch_copier.h"
+#include "train/task.h"
+
+namespace topspin {
+namespace {
+
+// ZeRO-3's brackets in the GPT's forward.
+struct Zero3Hooks : Gpt::UnitHooks {
+  explicit Zero3Hooks(Zero3& z) : zero(z) {}
+  void Before(size_t unit) override { zero.Gather(unit); }
+  at::Tensor After(size_t unit, const at::Tensor& output) override {
+    return zero.Release(unit, output);
+  }
+  Zero3& zero;
+};
+
+// The pipeline over `dataset_key` (data.train or data.valid) in windows of
+// the model's context + 1 tokens.
+LanguageModelSpec LmSpec(const Config& config, const std::string& dataset_key) {
+  const std::string dir = config.GetString(dataset_key);
+  if (dir.empty()) {
+    throw ConfigError(fmt::format("{} is not set", dataset_key), ErrorWhere{.field = dataset_key},
+                      "point it at a text dataset (topspin gen text, then topspin convert --format "
+                      "text)");
+  }
+  return {.dataset = dir, .column = "tokens",
+          .seq_len = size_t(config.GetInt("model.gpt.context"))};
+}
+
+// The token ids of a batch of `dataset_key` must fit the model's
+// vocabulary (checked on the host, before the copy: a max over the batch).
+void CheckTokens(const Batch& b, int64_t vocab, const Config& config,
+                 const std::string& dataset_key) {
+  int32_t top = 0;
+  for (const int32_t t : b.tokens()) top = std::max(top, t);
+  if (top < vocab) return;
+  throw ConfigError(fmt::format("{} ({}) holds token id {} (batch {} of epoch {}), but "
+                                "model.gpt.vocab is {}",
+                                dataset_key, config.GetString(dataset_key), top, b.index, b.epoch,
+                                vocab),
+                    ErrorWhere{.file = config.GetString(dataset_key), .field = "model.gpt.vocab"},
+                    "set model.gpt.vocab to the tokenizer's vocabulary (257 for bytes)");
+}
+
+torch::Device TorchDevice(const ComputeDevice& d) {
+  return d.cuda ? torch::Device(torch::kCUDA, c10::DeviceIndex(d.index)) : torch::Device(torch::kCPU);
+}
+
+}  // namespace
+
+GptShape GptShapeFromConfig(const Config& config) {
+  const int64_t d_ff = config.GetInt("model.gpt.d_ff");
+  GptShape s{.vocab = config.GetInt("model.gpt.vocab"),
+             .context = config.GetInt("model.gpt.context"),
+             .layers = config.GetInt("model.gpt.layers"),
+             .d_model = config.GetInt("model.gpt.d_model"),
+             .heads = config.GetInt("model.gpt.heads"),
+             .tied_embeddings = config.GetBool("model.gpt.tied_embeddings")};
+  s.d_ff = d_ff > 0 ? d_ff : 4 * s.d_model;
+  return s;
+}
+
+namespace {
+
+class GptTask final : public Task {
+ public:
+  explicit GptTask(const TaskContext& c)
+      : config_(c.config),
+        device_(c.device),
+        shape_(GptShapeFromConfig(c.config)),
+        wrap_blocks_(c.config.GetInt("dist.wrap_blocks")),
+        copier_(c.device) {
+    PipelineOptions popt = PipelineOptionsFromConfig(config_, c.rank, c.world_size);
+    popt.trace = c.trace;
+    if (device_.cuda && config_.GetBool("pipeline.pinned_memory")) popt.allocator = PinnedAllocator();
+    train_ = std::make_unique<Pipeline>(LmSpec(config_, "data.train"), popt, c.start);
+    if (c.rank == 0 && has_validation()) EvalPipeline();
+    gpt_ = std::make_unique<Gpt>(shape_, uint64_t(config_.GetInt("run.seed")));
+    gpt_->module().to(TorchDevice(device_));
+  }
+
+  const char* unit() const override { return "tokens"; }
+  torch::nn::Module& dense_module() override { return gpt_->module(); }
+  std::vector<std::vector<at::Tensor>> Units() override { return gpt_->Units(wrap_blocks_); }
+  void BracketUnits(Zero3& zero) override {
+    hooks_ = std::make_unique<Zero3Hooks>(zero);
+    gpt_->SetUnitHooks(hooks_.get(), wrap_blocks_);
+  }
+
+  void NextBatch(Phases& phases) override {
+    BatchPtr b;
+    {
+      const PhaseTimer timer = phases.Time("data_wait");
+      b = train_->Next();
+    }
+    CheckTokens(*b, shape_.vocab, config_, "data.train");
+    batch_ = copier_.Copy(std::move(b));
+    if (device_.cuda) copier_.Use(*batch_, *phases.device);
+  }
+
+  LossTerms Forward(const Precision& precision) override {
+    const at::Tensor windows = batch_->t.tokens.to(torch::kLong);
+    at::Tensor sum = precision.Run([&] { return gpt_->LossSum(windows); });
+    if (precision.bf16()) sum = sum.to(torch::kFloat);
+    const int64_t tokens = windows.size(0) * (windows.size(1) - 1);
+    return {sum, tokens, tokens};
+  }
+
+  void EndMicroBatch() override { batch_.reset(); }
+  PipelineState LoaderState() const override { return train_->state(); }
+  std::vector<StageStats> LoaderStages() const override { return train_->Stats().stages; }
+  bool has_validation() const override { return !config_.GetString("data.valid").empty(); }
+
+  // Mean next-token loss over data.valid's windows (train.eval_batches of
+  // them, 0: all), and its perplexity.
+  Evaluation Evaluate(const Precision& precision) override {
+    torch::NoGradGuard no_grad;
+    const auto valid = EvalPipeline();
+    const int64_t max_batches = config_.GetInt("train.eval_batches");
+    double sum = 0, count = 0;
+    int64_t n = 0;
+    while (BatchPtr b = valid->Next()) {
+      if (b->num_lists == 0) continue;
+      CheckTokens(*b, shape_.vocab, config_, "data.valid");
+      const BatchTensors t = WrapHost(*b);
+      const at::Tensor windows = t.tokens.to(TorchDevice(device_), torch::kLong);
+      sum += precision.Run([&] { return gpt_->LossSum(windows); }).item<double>();
+      count += double(windows.size(0) * (windows.size(1) - 1));
+      if (max_batches > 0 && ++n >= max_batches) break;
+    }
+    const double loss = count > 0 ? sum / count : NAN;
+    return {{{"loss", loss}, {"perplexity", std::exp(loss)}},
+            fmt::format("loss {:.4f}, perplexity {:.2f} over {:.0f} tokens", loss, std::exp(loss),
+                        count)};
+  }
+
+  double TrainFlopsPerItem() const override { return TrainingFlopsPerToken(shape_); }
+
+ private:
+  std::unique_ptr<Pipeline> EvalPipeline() const {
+    PipelineOptions o = PipelineOptionsFromConfig(config_);
+    o.shuffle = ShuffleMode::kNone;
+    o.drop_last = false;
+    o.max_epochs = 1;
+    return std::make_unique<Pipeline>(LmSpec(config_, "data.valid"), o);
+  }
+
+  const Config& config_;
+  ComputeDevice device_;
+  GptShape shape_;
+  int64_t wrap_blocks_;
+  BatchCopier copier_;
+  std::unique_ptr<Pipeline> train_;
+  std::unique_ptr<Gpt> gpt_;
+  std::unique_ptr<Zero3Hooks> hooks_;
+  std::optional<DeviceBatch> batch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> MakeGptTask(const TaskContext& context) {
+  return std::make_unique<GptTask>(context);
+}
+
+std::vector<std::string> CheckGptConfig(const Config& config) {
+  std::vector<std::string> out;
+  const GptShape shape = GptShapeFromConfig(config);
+  out.push_back(fmt::format("model: GPT of {} parameters ({} layers, d_model {}, {} heads, "
+                            "context {}, vocab {})",
+                            ParameterCount(shape), shape.layers, shape.d_model, shape.heads,
+                            shape.context, shape.vocab));
+  for (const char* key : {"data.train", "data.valid"}) {
+    if (config.GetString(key).empty()) continue;
+    Pipeline p(LmSpec(config, key), PipelineOptionsFromConfig(config));
+    if (BatchPtr b = p.Next()) CheckTokens(*b, shape.vocab, config, key);  // the first batch
+    out.push_back(fmt::format("{}: {} windows of {} tokens", key, p.samples_per_epoch(),
+                              shape.context + 1));
+  }
+  return out;
+}
+
+}  // namespace topspin

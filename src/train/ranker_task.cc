@@ -1,0 +1,151 @@
+// The search ranker as a Task of the trainer core (src/train/task.h): its
+// pipeline (data.train through the config's feature chains), its model
+// (topspin/model/ranker.h: dense layers into DenseState, embedding tables
+// into SparseState), the listwise loss (model.loss), and NDCG, MAP and MRR
+// on data.valid.
+#include <optional>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "topspin/core/error.h"
+#include "topspin/perf/memory.h"
+#include "topspin/pipeline/pipeline_config.h"
+#include "topspin/train/lr_schedule.h"
+#include "topspin/train/sparse_state.h"
+#include "train/batch_copier.h"
+#include "train/ranker_parts.h"
+#include "train/task.h"
+
+namespace topspin {
+namespace {
+
+SparseOptimizer::Options SparseOptionsFromConfig(const Config& config) {
+  const OptimConfig optim = OptimConfig::From(config);
+  return {.kind = config.GetString("optim.sparse") == "lazy_adam"
+                      ? SparseOptimizer::Kind::kLazyAdam
+                      : SparseOptimizer::Kind::kRowWiseAdagrad,
+          .beta1 = optim.beta1,
+          .beta2 = optim.beta2};
+}
+
+class RankerTask final : public Task {
+ public:
+  explicit RankerTask(const TaskContext& c)
+      : config_(c.config),
+        device_(c.device),
+        loss_(ParseRankLoss(c.config.GetString("model.loss"))),
+        copier_(c.device) {
+    const Config& config = c.config;
+    PipelineOptions popt = PipelineOptionsFromConfig(config, c.rank, c.world_size);
+    popt.trace = c.trace;
+    // Page-locked batch buffers: the host-to-device copies run async.
+    if (device_.cuda && config.GetBool("pipeline.pinned_memory")) popt.allocator = PinnedAllocator();
+    train_ = std::make_unique<Pipeline>(RankingSpecFromConfig(config, "data.train"), popt, c.start);
+    statistics_ = std::make_shared<const Manifest>(Manifest::Load(config.GetString("data.train")));
+    CheckLabels(*statistics_, config.GetString("data.train"), loss_);
+    // The validation data fails now, not at the first evaluation, when it
+    // is missing or its schema differs from the training data's.
+    if (c.rank == 0 && has_validation()) EvalPipeline(config, "data.valid", statistics_);
+    const RankerOptions model = ModelOptions(config, *train_);
+    // On a GPU the tables and state live in device memory (the allocator's
+    // error names what it could not get).
+    if (!device_.cuda) {
+      CheckModelFitsInMemory(config, model, train_->sparse_names(), AvailableMemoryBytes());
+    }
+    ranker_ = std::make_unique<Ranker>(model);
+    // Initialised on the host (the same values on any device), then moved:
+    // the flat buffers, optimizer state and embedding rows live there.
+    ranker_->To(device_.cuda ? torch::Device(torch::kCUDA, c10::DeviceIndex(device_.index))
+                             : torch::Device(torch::kCPU));
+    sparse_ = std::make_unique<SparseState>(ranker_->tables(), SparseOptionsFromConfig(config),
+                                            c.comm, int64_t(train_->layout().max_docs));
+  }
+
+  const char* unit() const override { return "docs"; }
+  torch::nn::Module& dense_module() override { return ranker_->dense_module(); }
+  SparseState* sparse() override { return sparse_.get(); }
+
+  // On CUDA the copies run one batch ahead: this batch's copy was launched
+  // during the previous micro-batch, and the next one's is launched now,
+  // before this one computes.
+  void NextBatch(Phases& phases) override {
+    const auto fetch = [&] {
+      BatchPtr b;
+      {
+        const PhaseTimer timer = phases.Time("data_wait");
+        b = train_->Next();
+      }
+      return copier_.Copy(std::move(b));
+    };
+    if (!device_.cuda) {
+      batch_ = fetch();
+      return;
+    }
+    if (!ahead_) ahead_ = fetch();
+    batch_ = std::move(*ahead_);
+    ahead_ = fetch();
+    copier_.Use(*batch_, *phases.device);
+  }
+
+  LossTerms Forward(const Precision& precision) override {
+    const BatchTensors& t = batch_->t;
+    Ranker::Output out =
+        precision.Run([&] { return ranker_->Forward(t.dense, t.sparse, /*train=*/true); });
+    if (precision.bf16()) out.scores = out.scores.to(torch::kFloat);
+    const RankLossTerms terms = RankingLossTerms(loss_, out.scores, t.labels, t.offsets);
+    sparse_->Add(out.unique_ids, out.rows);
+    return {terms.sum, terms.count, int64_t(batch_->num_docs)};
+  }
+
+  void EndMicroBatch() override { batch_.reset(); }
+
+  // The batch copied ahead has not been trained on.
+  PipelineState LoaderState() const override {
+    PipelineState ps = train_->state();
+    if (ahead_) {
+      ps.epoch = ahead_->epoch;
+      ps.next_batch = ahead_->index;
+    }
+    return ps;
+  }
+
+  std::vector<StageStats> LoaderStages() const override { return train_->Stats().stages; }
+
+  bool has_validation() const override { return !config_.GetString("data.valid").empty(); }
+
+  Evaluation Evaluate(const Precision& precision) override {
+    const auto valid = EvalPipeline(config_, "data.valid", statistics_);
+    const RankMetricAccumulator acc = ScoreLists(*ranker_, *valid, precision,
+                                                 config_.GetInt("train.eval_batches"), device_);
+    return {MetricsOf(acc), acc.Summary()};
+  }
+
+  double TrainFlopsPerItem() const override {
+    return 3.0 * double(ranker_->ForwardFlopsPerDoc());
+  }
+
+  void AddCheckpointFiles(CheckpointWriter& w) const override {
+    w.AddFile(kStatisticsFile, statistics_->ToJson());
+  }
+
+ private:
+  const Config& config_;
+  ComputeDevice device_;
+  RankLoss loss_;
+  BatchCopier copier_;
+  std::unique_ptr<Pipeline> train_;
+  std::shared_ptr<const Manifest> statistics_;  // data.train's
+  std::unique_ptr<Ranker> ranker_;
+  std::unique_ptr<SparseState> sparse_;
+  std::optional<DeviceBatch> batch_;  // the micro-batch being trained on
+  std::optional<DeviceBatch> ahead_;  // CUDA: the next batch, its copy in flight
+};
+
+}  // namespace
+
+std::unique_ptr<Task> MakeRankerTask(const TaskContext& context) {
+  return std::make_unique<RankerTask>(context);
+}
+
+}  // namespace topspin
