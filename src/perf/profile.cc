@@ -111,10 +111,10 @@ ProfileReport Analyze(const StepProfile& p) {
     r.rows.push_back({phase, 1e3 * it->second / steps, Share(p, phase)});
   }
   r.data_stall = Share(p, "data_wait");
-  r.docs_per_s = p.wall_s > 0 ? p.docs / p.wall_s : 0;
-  // This rank's share of the documents runs on this rank's device.
-  r.tflops = r.docs_per_s * p.flops_per_doc / std::max(1, p.world_size) / 1e12;
-  r.flops_per_step = p.docs * p.flops_per_doc / std::max(1, p.world_size) / steps;
+  r.items_per_s = p.wall_s > 0 ? p.items / p.wall_s : 0;
+  // This rank's share of the items runs on this rank's device.
+  r.tflops = r.items_per_s * p.flops_per_item / std::max(1, p.world_size) / 1e12;
+  r.flops_per_step = p.items * p.flops_per_item / std::max(1, p.world_size) / steps;
   if (p.peak_flops > 0) r.mfu = r.tflops * 1e12 / p.peak_flops;
   r.memory_gbs = p.wall_s > 0 ? p.bytes_per_step * steps / p.wall_s / 1e9 : 0;
   if (p.peak_bytes_per_s > 0) r.memory_use = r.memory_gbs * 1e9 / p.peak_bytes_per_s;
@@ -142,7 +142,7 @@ std::optional<SteadyState> AnalyzeSteadyState(const StepProfile& whole,
       p.wall_s += s;
     }
     const double paused = p.phase_s["eval"] + p.phase_s["checkpoint"];
-    p.docs = value(r, "docs_per_s") * std::max(0.0, p.wall_s - paused);
+    p.items = value(r, whole.unit + "_per_s") * std::max(0.0, p.wall_s - paused);
     for (const auto& [key, share] : r.values) {
       if (!key.starts_with("loader_busy/")) continue;
       p.stages.push_back({key.substr(12), share * p.wall_s * std::max(1, whole.loader_threads)});
@@ -164,7 +164,7 @@ std::optional<SteadyState> AnalyzeSteadyState(const StepProfile& whole,
     }
     out.profile.steps += p.steps;
     out.profile.wall_s += p.wall_s;
-    out.profile.docs += p.docs;
+    out.profile.items += p.items;
     for (const auto& [phase, s] : p.phase_s) out.profile.phase_s[phase] += s;
     for (size_t i = 0; i < p.stages.size() && i < out.profile.stages.size(); ++i) {
       out.profile.stages[i].busy_s += p.stages[i].busy_s;
@@ -185,7 +185,7 @@ std::string FormatReport(const StepProfile& p, const ProfileReport& r) {
   out += fmt::format("{:<12} {:>10.3f} {:>7.1f}%\n", "step", r.step_ms, 100.0);
   out += fmt::format("\nsteps         {} ({} rank{})\n", p.steps, p.world_size,
                      p.world_size == 1 ? "" : "s");
-  out += fmt::format("throughput    {:.0f} docs/s\n", r.docs_per_s);
+  out += fmt::format("throughput    {:.0f} {}/s\n", r.items_per_s, p.unit);
   out += fmt::format("data stall    {:.1f}%\n", 100 * r.data_stall);
   out += fmt::format("model         {:.3f} TFLOP/s per rank", r.tflops);
   out += std::isnan(r.mfu) ? "; MFU unknown (no peak: pass --peak TFLOPS)\n"
@@ -214,9 +214,10 @@ std::string ProfileJson(const StepProfile& p, const ProfileReport& r) {
        {{"steps", p.steps},
         {"wall_s", p.wall_s},
         {"phase_s", p.phase_s},
-        {"docs", p.docs},
+        {"items", p.items},
+        {"unit", p.unit},
         {"world_size", p.world_size},
-        {"flops_per_doc", p.flops_per_doc},
+        {"flops_per_item", p.flops_per_item},
         {"peak_flops", p.peak_flops},
         {"peak_source", p.peak_source},
         {"peak_bytes_per_s", p.peak_bytes_per_s},
@@ -227,7 +228,7 @@ std::string ProfileJson(const StepProfile& p, const ProfileReport& r) {
        {{"phases", rows},
         {"step_ms", r.step_ms},
         {"data_stall", r.data_stall},
-        {"docs_per_s", r.docs_per_s},
+        {"items_per_s", r.items_per_s},
         {"tflops", r.tflops},
         {"mfu", std::isnan(r.mfu) ? nlohmann::json(nullptr) : nlohmann::json(r.mfu)},
         {"memory_gbs", r.memory_gbs},
@@ -246,9 +247,12 @@ StepProfile ReadProfile(const std::filesystem::path& path) {
     p.steps = doc.at("steps").get<int64_t>();
     p.wall_s = doc.at("wall_s").get<double>();
     p.phase_s = doc.at("phase_s").get<std::map<std::string, double>>();
-    p.docs = doc.at("docs").get<double>();
+    // Profiles before 2026-12-02 counted documents ("docs", "flops_per_doc").
+    p.items = doc.contains("items") ? doc.at("items").get<double>() : doc.at("docs").get<double>();
+    p.unit = doc.value("unit", std::string("docs"));
     p.world_size = doc.at("world_size").get<int>();
-    p.flops_per_doc = doc.at("flops_per_doc").get<double>();
+    p.flops_per_item = doc.contains("flops_per_item") ? doc.at("flops_per_item").get<double>()
+                                                      : doc.at("flops_per_doc").get<double>();
     p.peak_flops = doc.at("peak_flops").get<double>();
     p.peak_source = doc.at("peak_source").get<std::string>();
     p.bytes_per_step = doc.at("bytes_per_step").get<double>();

@@ -21,8 +21,8 @@ StepProfile Profile(std::map<std::string, double> phases) {
   for (const auto& [name, s] : phases) claimed += s;
   phases["forward"] += 1.0 - claimed;
   p.phase_s = phases;
-  p.docs = 100000;
-  p.flops_per_doc = 1e6;  // 0.1 TFLOP/s achieved
+  p.items = 100000;
+  p.flops_per_item = 1e6;  // 0.1 TFLOP/s achieved
   p.loader_threads = 2;
   p.stages = {{"read", 0.1}, {"transform", 1.9}};
   return p;
@@ -94,7 +94,7 @@ TEST(Profile, ShareMfuAndNoMfuWithoutAPeak) {
   StepProfile p = Profile({{"data_wait", 0.1}, {"checkpoint", 0.5}});
   auto r = Analyze(p);
   EXPECT_DOUBLE_EQ(r.step_ms, 10.0);
-  EXPECT_DOUBLE_EQ(r.docs_per_s, 100000);
+  EXPECT_DOUBLE_EQ(r.items_per_s, 100000);
   EXPECT_NEAR(r.tflops, 0.1, 1e-12);
   EXPECT_TRUE(std::isnan(r.mfu));
   EXPECT_NE(FormatReport(p, r).find("MFU unknown"), std::string::npos);

@@ -124,7 +124,7 @@ std::string ProfileFacts(const StepProfile& p, const ProfileReport& r) {
                         : HtmlEscape(fmt::format("{:.1f}% of {:.3f} TFLOP/s ({})", 100 * r.mfu,
                                                  p.peak_flops / 1e12, p.peak_source)));
   out += Row("model", HtmlEscape(fmt::format("{:.3f} TFLOP/s per rank", r.tflops)));
-  out += Row("throughput", HtmlEscape(fmt::format("{:.0f} docs/s", r.docs_per_s)));
+  out += Row("throughput", HtmlEscape(fmt::format("{:.0f} {}/s", r.items_per_s, p.unit)));
   out += Row("data stall", HtmlEscape(fmt::format("{:.1f}% of the step", 100 * r.data_stall)));
   out += Row(
       "memory",

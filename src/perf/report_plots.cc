@@ -123,19 +123,31 @@ std::vector<ReportPlot> ValidationPlots(const MetricsLog& m) {
   return out;
 }
 
+// What the run's training records count per second: docs (the ranker) or
+// tokens (the GPT); "docs" when no record says.
+std::string ThroughputUnit(const MetricsLog& m) {
+  for (const auto& r : m.train) {
+    if (r.values.contains("tokens_per_s")) return "tokens";
+    if (r.values.contains("docs_per_s")) return "docs";
+  }
+  return "docs";
+}
+
 ReportPlot ThroughputPlot(const MetricsLog& m) {
+  const std::string unit = ThroughputUnit(m), key = unit + "_per_s", per_s = unit + "/s";
   Chart c{.name = "throughput",
           .title = "Throughput",
           .x_label = "step",
-          .y_label = "docs/s",
-          .unit = "docs/s",
+          .y_label = per_s,
+          .unit = per_s,
           .y_from_zero = true};
-  c.empty_note = "no \"docs_per_s\" in any training record";
-  c.series.push_back(SeriesOf(m.train, "docs_per_s", "docs/s", Palette()[4]));
+  c.empty_note = fmt::format("no \"{}\" in any training record", key);
+  c.series.push_back(SeriesOf(m.train, key, per_s, Palette()[4]));
   c.markers = ResumeMarkers(m);
   return Lines(std::move(c),
-               "Documents trained per second in each log window, evaluation and checkpoint time "
-               "left out.");
+               fmt::format("{} trained per second in each log window, evaluation and checkpoint "
+                           "time left out.",
+                           unit == "tokens" ? "Tokens" : "Documents"));
 }
 
 ReportPlot PhasePlot(const MetricsLog& m) {
@@ -238,13 +250,14 @@ std::string TrainingCards(const MetricsLog& m) {
   out += best ? Card("best valid ndcg@10", fmt::format("{:.4f}", Value(*best, "valid/ndcg@10")),
                      fmt::format("at step {}", best->step))
               : Card("best valid ndcg@10", "-", "no evaluation");
+  const std::string unit = ThroughputUnit(m), key = unit + "_per_s";
   std::vector<double> rates;
   for (const auto& r : m.train) {
-    if (std::isfinite(Value(r, "docs_per_s"))) rates.push_back(Value(r, "docs_per_s"));
+    if (std::isfinite(Value(r, key))) rates.push_back(Value(r, key));
   }
-  out += rates.empty() ? Card("throughput", "-", "no docs_per_s logged")
+  out += rates.empty() ? Card("throughput", "-", "no " + key + " logged")
                        : Card("throughput", fmt::format("{:.0f}", Median(rates)),
-                              "docs/s, the median of the log windows");
+                              unit + "/s, the median of the log windows");
   if (const MetricsRecord* skipped = Last(m.train, "skipped_steps")) {
     out += Card("skipped steps", fmt::format("{:.0f}", Value(*skipped, "skipped_steps")),
                 "non-finite gradients, update skipped");

@@ -137,8 +137,8 @@ StepProfile ComputeBoundProfile() {
                {"backward", 0.5},
                {"optimizer", 0.08},
                {"other", 0.01}};
-  p.docs = 100000;
-  p.flops_per_doc = 1e6;
+  p.items = 100000;
+  p.flops_per_item = 1e6;
   p.peak_flops = 0.4e12;
   p.peak_source = "measured matmul";
   p.loader_threads = 2;

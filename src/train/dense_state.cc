@@ -34,8 +34,10 @@ DenseState::DenseState(torch::nn::Module& module, Comm* comm, const Options& opt
   }
   if (zero_ >= 3) {
     if (units.empty()) {
-      throw ConfigError("dist.zero 3 needs a model that names its units; this one does not",
-                        ErrorWhere{.field = "dist.zero"}, "use dist.zero 2 (or 0, 1)");
+      throw ConfigError("dist.zero 3 shards a model unit by unit, and this model.kind has no "
+                        "units (model.kind gpt has)",
+                        ErrorWhere{.field = "dist.zero"},
+                        "use dist.zero 2: it shards the gradients and optimizer state");
     }
     // Where each parameter lands in Zero3's whole tensor, found by identity
     // before Zero3 points the parameters at its unit buffers.

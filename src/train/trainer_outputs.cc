@@ -185,9 +185,10 @@ void Trainer::WriteProfile(int64_t steps, double wall_s, double items) {
   double claimed = 0;
   for (const auto& [name, secs] : p.phase_s) claimed += secs;
   p.phase_s["other"] = std::max(0.0, wall_s - claimed);
-  p.docs = items;
+  p.items = items;
+  p.unit = task_->unit();
   p.world_size = world();
-  p.flops_per_doc = task_->TrainFlopsPerItem();
+  p.flops_per_item = task_->TrainFlopsPerItem();
   p.peak_flops = peaks_.flops;
   p.peak_source = peaks_.source;
   p.peak_bytes_per_s = peaks_.bytes_per_s;

@@ -48,9 +48,10 @@ struct StepProfile {
   int64_t steps = 0;                      // steps measured
   double wall_s = 0;                      // their wall time (this rank)
   std::map<std::string, double> phase_s;  // seconds by phase (ProfilePhases())
-  double docs = 0;                        // documents trained (all ranks)
+  double items = 0;                       // items trained (all ranks): documents, tokens
+  std::string unit = "docs";              // what an item is (the Task's unit)
   int world_size = 1;
-  double flops_per_doc = 0;   // training FLOPs per document (3 x forward matmuls)
+  double flops_per_item = 0;  // training FLOPs per item (3 x forward)
   double peak_flops = 0;      // FLOP/s of this rank's device; 0: unknown
   std::string peak_source;    // "measured matmul", "--peak", ...
   double peak_bytes_per_s = 0;  // memory bandwidth measured by a copy; 0: unknown
@@ -69,7 +70,7 @@ struct ProfileReport {
   std::vector<ProfileRow> rows;
   double step_ms = 0;
   double data_stall = 0;   // share of the step waiting on the pipeline
-  double docs_per_s = 0;
+  double items_per_s = 0;  // StepProfile::unit per second
   double tflops = 0;       // model FLOPs achieved
   double mfu = NAN;        // tflops / peak; NaN without a peak
   double memory_gbs = 0;   // estimated traffic
