@@ -15,6 +15,7 @@
 #include "topspin/ddp/zero3.h"
 #include "topspin/model/gpt.h"
 #include "topspin/pipeline/pipeline_config.h"
+#include "train/torch_device.h"
 #include "train/batch_copier.h"
 #include "train/task.h"
 
@@ -57,10 +58,6 @@ void CheckTokens(const Batch& b, int64_t vocab, const Config& config,
                                 vocab),
                     ErrorWhere{.file = config.GetString(dataset_key), .field = "model.gpt.vocab"},
                     "set model.gpt.vocab to the tokenizer's vocabulary (257 for bytes)");
-}
-
-torch::Device TorchDevice(const ComputeDevice& d) {
-  return d.cuda ? torch::Device(torch::kCUDA, c10::DeviceIndex(d.index)) : torch::Device(torch::kCPU);
 }
 
 }  // namespace

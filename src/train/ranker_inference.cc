@@ -10,6 +10,7 @@
 #include "topspin/core/files.h"
 #include "topspin/pipeline/pipeline_config.h"
 #include "topspin/train/ranker_trainer.h"
+#include "train/torch_device.h"
 #include "train/batch_copier.h"
 #include "train/checkpoint_io.h"
 #include "train/ranker_parts.h"
@@ -18,15 +19,6 @@ namespace topspin {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-torch::Device TorchDevice(const ComputeDevice& d) {
-  return d.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index))
-                : torch::Device(torch::kCPU);
-}
-
-}  // namespace
 
 std::unique_ptr<Pipeline> EvalPipeline(const Config& config, const std::string& dataset_key,
                                        std::shared_ptr<const Manifest> statistics) {

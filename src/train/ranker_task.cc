@@ -15,6 +15,7 @@
 #include "topspin/train/sparse_state.h"
 #include "train/batch_copier.h"
 #include "train/ranker_parts.h"
+#include "train/torch_device.h"
 #include "train/task.h"
 
 namespace topspin {
@@ -56,8 +57,7 @@ class RankerTask final : public Task {
     ranker_ = std::make_unique<Ranker>(model);
     // Initialised on the host (the same values on any device), then moved:
     // the flat buffers, optimizer state and embedding rows live there.
-    ranker_->To(device_.cuda ? torch::Device(torch::kCUDA, c10::DeviceIndex(device_.index))
-                             : torch::Device(torch::kCPU));
+    ranker_->To(TorchDevice(device_));
     sparse_ = std::make_unique<SparseState>(ranker_->tables(), SparseOptionsFromConfig(config),
                                             c.comm, int64_t(train_->layout().max_docs));
   }

@@ -6,17 +6,13 @@
 
 #include "topspin/core/files.h"
 #include "topspin/perf/profile.h"
+#include "train/torch_device.h"
 #include "train/trainer_core.h"
 
 namespace topspin {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-torch::Device TorchDevice(const ComputeDevice& d) {
-  return d.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index))
-                : torch::Device(torch::kCPU);
-}
 
 // Waits for the device's queued work (nothing to wait for on the CPU).
 void Synchronize(const ComputeDevice& d) {
