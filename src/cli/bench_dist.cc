@@ -45,27 +45,41 @@ std::string SelfExe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool overlap,
-                 int zero = 0) {
+// One `topspin train --nproc world` run of this binary with `sets` (more
+// --set arguments); returns its summary.json (rank 0's own record, not its
+// console text).
+nlohmann::json TrainSummary(const fs::path& config, const fs::path& run, int world,
+                            const std::string& sets) {
   fs::remove_all(run);
-  const std::string cmd = fmt::format(
-      "'{}' train '{}' --nproc {} --run-dir '{}' --set dist.overlap={} --set dist.zero={} 2>&1",
-      SelfExe(), config.string(), world, run.string(), overlap ? "true" : "false", zero);
+  const std::string cmd = fmt::format("'{}' train '{}' --nproc {} --run-dir '{}' {} 2>&1", SelfExe(),
+                                      config.string(), world, run.string(), sets);
   const CommandResult r = RunCommand(cmd);
   const fs::path summary = run / "summary.json";
   if (r.status != 0 || !fs::exists(summary)) {
     throw Error(ErrorKind::kInternal, fmt::format("bench dist: `{}` failed:\n{}", cmd, r.output));
   }
-  // The run's own record (rank 0), not its console text.
-  const auto j = nlohmann::json::parse(ReadFile(summary));
-  DistRun out{.docs_per_s = j.at("items_per_s").get<double>(),
-              .optimizer_bytes = j.at("dense_optimizer_bytes").get<double>(),
-              .grad_bytes = j.at("dense_grad_bytes").get<double>(),
-              .params = j.at("dense_params").get<double>()};
+  return nlohmann::json::parse(ReadFile(summary));
+}
+
+// The share of rank 0's phase time blocked on collectives.
+double SyncShare(const nlohmann::json& summary) {
   double total = 0;
-  for (const auto& [phase, seconds] : j.at("phase_s").items()) total += seconds.get<double>();
-  if (total > 0) out.sync_share = j.at("phase_s").value("sync", 0.0) / total;
-  return out;
+  for (const auto& [phase, seconds] : summary.at("phase_s").items()) total += seconds.get<double>();
+  return total > 0 ? summary.at("phase_s").value("sync", 0.0) / total : 0.0;
+}
+
+std::string DistSets(bool overlap, int zero) {
+  return fmt::format("--set dist.overlap={} --set dist.zero={}", overlap ? "true" : "false", zero);
+}
+
+DistRun RunTrain(const fs::path& config, const fs::path& run, int world, bool overlap,
+                 int zero = 0) {
+  const auto j = TrainSummary(config, run, world, DistSets(overlap, zero));
+  return {.docs_per_s = j.at("items_per_s").get<double>(),
+          .sync_share = SyncShare(j),
+          .optimizer_bytes = j.at("dense_optimizer_bytes").get<double>(),
+          .grad_bytes = j.at("dense_grad_bytes").get<double>(),
+          .params = j.at("dense_params").get<double>()};
 }
 
 struct GptRun {
@@ -94,28 +108,17 @@ double CheckpointParamAbsSum(const fs::path& run) {
 // core, as users run it), `threads` LibTorch threads each.
 GptRun RunGpt(const fs::path& config, const fs::path& run, int world, int threads, bool overlap,
               int zero) {
-  fs::remove_all(run);
-  const std::string cmd = fmt::format(
-      "'{}' train '{}' --nproc {} --run-dir '{}' --set dist.overlap={} --set dist.zero={} "
-      "--set train.torch_threads={} 2>&1",
-      SelfExe(), config.string(), world, run.string(), overlap ? "true" : "false", zero, threads);
-  const CommandResult r = RunCommand(cmd);
-  const fs::path summary = run / "summary.json";
-  if (r.status != 0 || !fs::exists(summary)) {
-    throw Error(ErrorKind::kInternal, fmt::format("bench dist: `{}` failed:\n{}", cmd, r.output));
-  }
-  const auto j = nlohmann::json::parse(ReadFile(summary));
-  GptRun out{.tokens_per_s = j.at("items_per_s").get<double>(),
-             .params = j.at("dense_params").get<double>(),
-             .param_bytes = j.at("dense_param_bytes").get<double>(),
-             .grad_bytes = j.at("dense_grad_bytes").get<double>(),
-             .optimizer_bytes = j.at("dense_optimizer_bytes").get<double>(),
-             .staging_peak_bytes = j.at("grad_staging_peak_bytes").get<double>(),
-             .param_abs_sum = CheckpointParamAbsSum(run)};
-  double total = 0;
-  for (const auto& [phase, seconds] : j.at("phase_s").items()) total += seconds.get<double>();
-  if (total > 0) out.sync_share = j.at("phase_s").value("sync", 0.0) / total;
-  return out;
+  const auto j = TrainSummary(
+      config, run, world,
+      fmt::format("{} --set train.torch_threads={}", DistSets(overlap, zero), threads));
+  return {.tokens_per_s = j.at("items_per_s").get<double>(),
+          .sync_share = SyncShare(j),
+          .params = j.at("dense_params").get<double>(),
+          .param_bytes = j.at("dense_param_bytes").get<double>(),
+          .grad_bytes = j.at("dense_grad_bytes").get<double>(),
+          .optimizer_bytes = j.at("dense_optimizer_bytes").get<double>(),
+          .staging_peak_bytes = j.at("grad_staging_peak_bytes").get<double>(),
+          .param_abs_sum = CheckpointParamAbsSum(run)};
 }
 
 // fp32 model state per rank with AdamW (two moments): parameters 4P,

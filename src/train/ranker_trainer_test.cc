@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include "core/test_util.h"
+#include "train/train_test_util.h"
 #include "topspin/core/config_schema.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
@@ -31,6 +32,8 @@ namespace topspin {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::FinalSha;
+using testing::Losses;
 
 // The process policy `topspin train` sets at start-up (the test configs
 // use train.torch_threads 1).
@@ -87,12 +90,6 @@ train: {{steps: 30, log_every: 10, eval_every: 15, checkpoint_every: 10, torch_t
                                        SharedData().train.string(), SharedData().valid.string(),
                                        YamlList(ShopDenseChains()), YamlList(ShopSparseChains()));
   return Config::Parse(yaml, "test.yaml", extra, TopspinSchema());
-}
-
-std::string FinalSha(const fs::path& run) {
-  const auto c = CheckpointStore(run / "checkpoints").LoadLatest();
-  EXPECT_TRUE(c.has_value());
-  return c ? c->files.at("model.safetensors").sha256 : "";
 }
 
 TEST(RankerTrainer, LearnsLogsEvaluatesAndCheckpoints) {
@@ -507,16 +504,6 @@ void TrainWorld(int world, const fs::path& dir, const std::string& extra = "") {
                  {"TOPSPIN_TEST_DATA", SharedData().dir.path().string()}};
   const SpawnResult r = SpawnAndSupervise(o);
   ASSERT_EQ(r.exit_code, 0) << r.cause;
-}
-
-std::vector<double> Losses(const fs::path& run) {
-  std::ifstream in(run / "metrics.jsonl");
-  std::vector<double> out;
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-  }
-  return out;
 }
 
 TEST(RankerTrainer, DataParallelMatchesOneProcessAndRepeatsBitwise) {

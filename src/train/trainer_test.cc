@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "core/test_util.h"
+#include "train/train_test_util.h"
 #include "topspin/core/config_schema.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
@@ -29,6 +30,8 @@ namespace topspin {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::FinalSha;
+using testing::Losses;
 
 // A text dataset of ~60 KB of byte tokens (the licence texts every Debian
 // machine has), for training and validation.
@@ -66,22 +69,6 @@ train: {{steps: 8, log_every: 1, eval_every: 4, eval_batches: 4, checkpoint_ever
 )yaml",
                                        SharedText().data.string());
   return Config::Parse(yaml, "gpt.yaml", extra, TopspinSchema());
-}
-
-std::string FinalSha(const fs::path& run) {
-  const auto c = CheckpointStore(run / "checkpoints").LoadLatest();
-  EXPECT_TRUE(c.has_value());
-  return c ? c->files.at("model.safetensors").sha256 : "";
-}
-
-std::vector<double> Losses(const fs::path& run) {
-  std::ifstream in(run / "metrics.jsonl");
-  std::vector<double> out;
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-  }
-  return out;
 }
 
 TEST(GptTrainer, TrainsEvaluatesKeepsTheBestAndResumesBitwise) {
