@@ -49,7 +49,7 @@ else
 fi
 expect 2 "no completion script for \"fish\"" -- "$bin" completion fish
 # config check refuses what training would: layer widths are checked on load.
-expect 2 '"model.top": "abc" is not a layer width' -- "$bin" config check --set model.top=64,abc
+expect 2 '"model.top": "abc" in "64,abc" is not an integer' -- "$bin" config check --set model.top=64,abc
 # A typo in a config: exit 2, the message names the key, line and intended key.
 printf 'run:\n  seed: 3\npipeline:\n  threads: 2\n  prefetc: 8\n' >"$tmp/typo.yaml"
 expect 2 "typo.yaml:5:3: \"pipeline.prefetc\": unknown key; hint: did you mean \"pipeline.prefetch\"\?" \

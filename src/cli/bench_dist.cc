@@ -222,7 +222,7 @@ BenchTable RunDistBench(const DistBenchOptions& o) {
 run: {{seed: 1}}
 data: {{train: "{}"}}
 pipeline: {{threads: 1, batch_size: {}, shuffle: global, dense: {}, sparse: {}}}
-model: {{embedding_dim: 16, bottom: "64", top: "128,64", loss: softmax}}
+model: {{embedding_dim: 16, bottom: [64], top: [128, 64], loss: softmax}}
 optim: {{lr: 0.003, schedule: constant, warmup_steps: 0, sparse: adagrad, sparse_lr: 0.05}}
 train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_threads: 1}}
 )yaml",

@@ -61,7 +61,7 @@ BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& o) {
 run: {{seed: {}}}
 data: {{train: "{}", valid: "{}"}}
 pipeline: {{threads: {}, batch_size: {}, shuffle: global, dense: {}, sparse: {}}}
-model: {{embedding_dim: 16, bottom: "64", top: "128,64", loss: softmax}}
+model: {{embedding_dim: 16, bottom: [64], top: [128, 64], loss: softmax}}
 optim: {{lr: 0.003, weight_decay: 0.0, schedule: constant, warmup_steps: 0, sparse: lazy_adam,
          sparse_lr: 0.003, clip_norm: 1.0}}
 train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_threads: 1}}
@@ -90,7 +90,7 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                            "--device {} 2>&1",
                            PeerPython(), torch_peer.string(), train_csv.string(),
                            valid_csv.string(), spec.string(), o.epochs, o.batch, o.threads, o.seed,
-                           config.GetString("train.device") == "cuda" ? "cuda" : "cpu"),
+                           TrainConfig::From(config).device == "cuda" ? "cuda" : "cpu"),
               torch_peer);
   stages.Begin(fmt::format("XGBoost peer ({}, {} rounds)", xgb_peer.string(), o.xgb_rounds));
   const nlohmann::json xgb =

@@ -40,17 +40,17 @@ struct DemoArgs {
 };
 
 // gen shop -> shards in the run directory, then a full verification.
-nlohmann::json MakeData(const std::filesystem::path& dir, const Config& config, uint64_t queries,
-                        uint64_t seed_offset = 0) {
+nlohmann::json MakeData(const std::filesystem::path& dir, const Settings& settings,
+                        uint64_t queries, uint64_t seed_offset = 0) {
   ShopOptions shop;
   shop.queries = queries;
-  shop.seed = static_cast<uint64_t>(config.GetInt("run.seed")) + seed_offset;
+  shop.seed = static_cast<uint64_t>(settings.run.seed) + seed_offset;
   DatasetWriterOptions writer;
-  writer.threads = static_cast<int>(config.GetInt("pipeline.threads"));
+  writer.threads = static_cast<int>(settings.pipeline.threads);
   writer.created_by = "topspin demo";
   ProgressOptions progress_options;
   progress_options.unit = "queries";
-  progress_options.interval_s = config.GetFloat("run.progress_interval_s");
+  progress_options.interval_s = settings.run.progress_interval_s;
   Progress progress("gen shop", queries, progress_options);
   const Manifest m =
       WriteShopShards(dir, shop, writer, [&](uint64_t done) { progress.Update(done); });
@@ -68,11 +68,11 @@ nlohmann::json MakeData(const std::filesystem::path& dir, const Config& config, 
 
 // The first global batch of epoch 0 and the slice each rank takes of it, at
 // world sizes 1 and 2: the same samples either way.
-nlohmann::json ShowSampleOrder(const Config& config, uint64_t samples) {
-  const PipelineConfig p = PipelineConfig::From(config);
+nlohmann::json ShowSampleOrder(const Settings& settings, uint64_t samples) {
+  const PipelineConfig& p = settings.pipeline;
   SampleOrderOptions options;
   options.mode = ParseShuffleMode(p.shuffle, ErrorWhere{.field = "pipeline.shuffle"});
-  options.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
+  options.seed = static_cast<uint64_t>(settings.run.seed);
   const SampleOrder order(samples, options);
   const auto batch = static_cast<uint64_t>(p.batch_size);
   fmt::print("sample order  {} query lists, shuffle={}, {} global batches of {} per epoch\n",
@@ -93,9 +93,9 @@ nlohmann::json ShowSampleOrder(const Config& config, uint64_t samples) {
   return out;
 }
 
-nlohmann::json ShowSchedule(const Config& config) {
+nlohmann::json ShowSchedule(const Settings& settings) {
 #ifdef TOPSPIN_HAVE_TORCH
-  const LrSchedule schedule = LrSchedule::From(config);
+  const LrSchedule schedule(settings.optim, settings.train);
   const int64_t steps = schedule.total_steps();
   nlohmann::json out = nlohmann::json::object();
   std::string line;
@@ -104,7 +104,7 @@ nlohmann::json ShowSchedule(const Config& config) {
     out[std::to_string(step)] = schedule.At(step);
     line += fmt::format("  step {}: {:.3g}", step, schedule.At(step));
   }
-  fmt::print("lr schedule   {} over {} steps, warmup {}:{}\n", config.GetString("optim.schedule"),
+  fmt::print("lr schedule   {} over {} steps, warmup {}:{}\n", settings.optim.schedule,
              steps, schedule.warmup_steps(), line);
   return out;
 #else
@@ -147,7 +147,7 @@ double TextMatchNdcg10(const std::filesystem::path& dir) {
 // held-out queries.
 nlohmann::json TrainAndCompare(const Config& config, const std::filesystem::path& run_dir,
                                const std::filesystem::path& valid) {
-  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
+  ApplyProcessPolicy(Settings::From(config).train.torch_threads);
   const RankerTrainResult r = TrainRanker(config, {.run_dir = run_dir});
   const double text = TextMatchNdcg10(valid);
   fmt::print("trained       {} steps, {:.0f} docs/s, last loss {:.4f}\n", r.step, r.items_per_s,
@@ -170,29 +170,30 @@ void RunDemo(const DemoArgs& args) {
   const Config base = Config::Parse(build::kDemoConfig, "<embedded configs/demo.yaml>",
                                     args.overrides, TopspinSchema());
   const RunConfig base_run = RunConfig::From(base);
-  SetLogLevel(base.GetString("run.log_level"));
+  SetLogLevel(base_run.log_level);
   const auto dir = CreateRunDirectory(base_run.dir, base_run.name, base);
   // The data lands in the run directory; the pipeline reads it from there.
   overrides.push_back("data.train=" + (dir / "data" / "shop").string());
   overrides.push_back("data.valid=" + (dir / "data" / "valid").string());
   const Config config =
       Config::Parse(build::kDemoConfig, "<embedded configs/demo.yaml>", overrides, TopspinSchema());
+  const Settings settings = Settings::From(config);
   fmt::print("topspin demo  config hash {}\n", config.Hash());
   fmt::print("run directory {}\n", dir.string());
   const LaunchEnv env = DetectLaunchEnv();
   fmt::print("launch        {}\n", Describe(env));
   nlohmann::json record{
       {"version", build::kVersion}, {"config_hash", config.Hash()}, {"launch", Describe(env)}};
-  record["data"] = MakeData(dir / "data" / "shop", config, args.queries);
-  record["sample_order"] = ShowSampleOrder(config, record["data"]["groups"].get<uint64_t>());
+  record["data"] = MakeData(dir / "data" / "shop", settings, args.queries);
+  record["sample_order"] = ShowSampleOrder(settings, record["data"]["groups"].get<uint64_t>());
   record["pipeline"] = RunPipelineReport(config, PipelineReportOptions{});
 #ifdef TOPSPIN_HAVE_TORCH
   // Held-out queries: another seed, so no query of the training data.
   record["valid_data"] =
-      MakeData(dir / "data" / "valid", config, std::max<uint64_t>(args.queries / 4, 100), 2);
+      MakeData(dir / "data" / "valid", settings, std::max<uint64_t>(args.queries / 4, 100), 2);
   record["train"] = TrainAndCompare(config, dir, dir / "data" / "valid");
 #endif
-  record["lr_schedule"] = ShowSchedule(config);
+  record["lr_schedule"] = ShowSchedule(settings);
   WriteFileAtomic(dir / "demo.json", record.dump(2) + "\n");
   fmt::print("wrote         {}\n", (dir / "demo.json").string());
   fmt::print("next          topspin report {0}   (an HTML report of the run)\n"

@@ -40,13 +40,14 @@ void RunEval(const EvalArgs& args) {
   if (!args.data.empty()) overrides.push_back("data.valid=" + args.data);
   const fs::path config_path = args.config.empty() ? RunConfigOf(checkpoint) : fs::path(args.config);
   const Config config = Config::Load(config_path.string(), overrides, TopspinSchema());
-  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
-  SetLogLevel(config.GetString("run.log_level"));
+  const Settings settings = Settings::From(config);
+  ApplyProcessPolicy(settings.train.torch_threads);
+  SetLogLevel(settings.run.log_level);
   const RankerEvalResult r =
       EvaluateRanker(config, checkpoint, "data.valid",
                      args.which == "latest" ? CheckpointChoice::kLatest : CheckpointChoice::kBest);
   fmt::print("checkpoint    {} (step {})\n", r.checkpoint.string(), r.step);
-  fmt::print("data          {} ({} queries, {:.1f} s)\n", config.GetString("data.valid"), r.lists,
+  fmt::print("data          {} ({} queries, {:.1f} s)\n", settings.data.valid, r.lists,
              r.seconds);
   for (const char* name : {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "mrr"}) {
     fmt::print("{:<13} {:.4f}\n", name, r.metrics.at(name));
@@ -54,7 +55,7 @@ void RunEval(const EvalArgs& args) {
   if (!args.json.empty()) {
     nlohmann::json out{{"checkpoint", r.checkpoint.string()},
                        {"step", r.step},
-                       {"data", config.GetString("data.valid")},
+                       {"data", settings.data.valid},
                        {"queries", r.lists},
                        {"metrics", r.metrics}};
     WriteFileAtomic(args.json, out.dump(2) + "\n");

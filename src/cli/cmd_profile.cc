@@ -89,12 +89,12 @@ void ProfileConfig(const ProfileArgs& args) {
   // Ten log windows: enough to tell a steady verdict from a cold start.
   overrides.push_back(fmt::format("train.log_every={}", std::max<int64_t>(1, args.steps / 10)));
   const Config config = Config::Load(args.target, overrides, TopspinSchema());
-  SetLogLevel(config.GetString("run.log_level"));
+  const Settings settings = Settings::From(config);
+  SetLogLevel(settings.run.log_level);
   fs::path dir = args.run_dir;
   std::optional<RunDirLock> lock;
   if (dir.empty()) {
-    const RunConfig run = RunConfig::From(config);
-    dir = CreateRunDirectory(run.dir, run.name + "-profile", config);
+    dir = CreateRunDirectory(settings.run.dir, settings.run.name + "-profile", config);
     lock.emplace(dir);
   } else {
     fs::create_directories(dir);
@@ -107,7 +107,7 @@ void ProfileConfig(const ProfileArgs& args) {
   o.peak_tflops = args.peak_tflops;
   o.peak_gbs = args.peak_gbs;
   o.measure_peak = args.peak_tflops <= 0 || args.peak_gbs <= 0;
-  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
+  ApplyProcessPolicy(settings.train.torch_threads);
   const TrainResult r = Train(config, o);
   fmt::print("run directory {}\n\n", dir.string());
   Print(r.profile, args, SteadyStateOf(dir, r.profile));

@@ -108,8 +108,9 @@ void RunScore(const ScoreArgs& args) {
   }
   const fs::path config_path = args.config.empty() ? RunConfigOf(checkpoint) : fs::path(args.config);
   const Config config = Config::Load(config_path.string(), args.overrides, TopspinSchema());
-  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
-  SetLogLevel(config.GetString("run.log_level"));
+  const Settings settings = Settings::From(config);
+  ApplyProcessPolicy(settings.train.torch_threads);
+  SetLogLevel(settings.run.log_level);
   GroupCursor groups(args.data);
   AtomicFileWriter file(out);
   std::string buffer;

@@ -36,9 +36,10 @@ void ShowFirstList(const Pipeline& p, const Batch& b) {
 }  // namespace
 
 nlohmann::json RunPipelineReport(const Config& config, const PipelineReportOptions& o) {
-  PipelineOptions options = PipelineOptionsFromConfig(config);
+  const Settings settings = Settings::From(config);
+  PipelineOptions options = PipelineOptionsFrom(settings);
   options.max_epochs = o.epochs;
-  const RankingSpec spec = RankingSpecFromConfig(config, o.dataset_key);
+  const RankingSpec spec = RankingSpecFrom(settings, o.dataset_key);
   const auto start = std::chrono::steady_clock::now();
   Pipeline p(spec, options);
   const BatchLayout& layout = p.layout();
@@ -52,7 +53,7 @@ nlohmann::json RunPipelineReport(const Config& config, const PipelineReportOptio
                              : o.epochs * p.batches_per_epoch();
   ProgressOptions progress_options;
   progress_options.unit = "batches";
-  progress_options.interval_s = config.GetFloat("run.progress_interval_s");
+  progress_options.interval_s = settings.run.progress_interval_s;
   Progress progress("pipeline", total, progress_options);
   uint64_t batches = 0, docs = 0;
   while (batches < total) {

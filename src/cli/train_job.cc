@@ -55,7 +55,7 @@ void PrintRankLine(const LaunchEnv& env) {
 }
 
 // What rank 0 prints when the run ends; returns the exit status.
-int PrintResult(const TrainResult& r, const Config& config, const LaunchEnv& env,
+int PrintResult(const TrainResult& r, const Settings& settings, const LaunchEnv& env,
                 const fs::path& dir) {
   // A run stopped by a signal exits 128 + the signal (130 SIGINT, 143
   // SIGTERM) after its checkpoint, so scripts and launchers do not take it
@@ -82,7 +82,7 @@ int PrintResult(const TrainResult& r, const Config& config, const LaunchEnv& env
     fmt::print("valid         loss {:.4f}, perplexity {:.2f}\n", loss->second, std::exp(loss->second));
   }
   fmt::print("phases        {}\n", DescribePhases(r));
-  const int64_t zero = env.world_size > 1 ? config.GetInt("dist.zero") : 0;
+  const int64_t zero = env.world_size > 1 ? settings.dist.zero : 0;
   fmt::print(
       "memory        dense optimizer state {} bytes per rank, gradients {} bytes per rank{} "
       "({} parameters{})\n",
@@ -110,9 +110,10 @@ int PrintResult(const TrainResult& r, const Config& config, const LaunchEnv& env
 void RunTrainJob(const TrainArgs& args) {
 #ifdef TOPSPIN_HAVE_TORCH
   const Config config = Config::Load(args.path, args.overrides, TopspinSchema());
-  SetLogLevel(config.GetString("run.log_level"));
+  const Settings settings = Settings::From(config);
+  SetLogLevel(settings.run.log_level);
   CheckTrainFlags(args);
-  const JobPlan plan = PlanJob(args.job, config);
+  const JobPlan plan = PlanJob(args.job, settings.dist);
   if (plan.role == JobRole::kLauncher) {
     if (const int status = LaunchJob(args.job, config, plan.nproc); status != 0) {
       throw ExitRequest(status);
@@ -126,7 +127,7 @@ void RunTrainJob(const TrainArgs& args) {
   if (plan.role == JobRole::kSingle) fmt::print("run directory {}\n", dir.string());
   std::fflush(stdout);
   InstallStopSignals();
-  ApplyProcessPolicy(config.GetInt("train.torch_threads"));
+  ApplyProcessPolicy(settings.train.torch_threads);
   TrainResult r;
   try {
     r = Train(config, {.run_dir = dir,
@@ -135,7 +136,7 @@ void RunTrainJob(const TrainArgs& args) {
                        .init_from = args.init_from,
                        .stop_requested = StopRequested,
                        .launch = env,
-                       .rendezvous = RendezvousFromEnvironment(config)});
+                       .rendezvous = RendezvousFromEnvironment(settings.dist)});
   } catch (const Error&) {
     // A numbered directory made for this start and failed before it held
     // anything of the run's (a bad path, a model too big) is clutter.
@@ -146,7 +147,7 @@ void RunTrainJob(const TrainArgs& args) {
     }
     throw;
   }
-  if (const int status = PrintResult(r, config, env, dir); status != 0) throw ExitRequest(status);
+  if (const int status = PrintResult(r, settings, env, dir); status != 0) throw ExitRequest(status);
 #else
   (void)args;
   throw Error(ErrorKind::kUsage, "this topspin was built without LibTorch, which training needs",

@@ -164,14 +164,21 @@ void Config::ApplyOverride(const std::string& text) {
   }
   const ErrorWhere key_where{.file = where.file, .field = key};
   ConfigValue value;
-  if (spec->type == ValueType::kStringList) {
+  if (spec->type == ValueType::kStringList || spec->type == ValueType::kIntList) {
     YAML::Node node;
     try {
       node = YAML::Load(raw);
     } catch (const YAML::Exception& e) {
       throw ConfigError(fmt::format("not a valid list: {}", e.msg), key_where, "write [a, b]");
     }
-    value = node.IsScalar() ? ConfigValue(Split(raw, ',')) : ConvertNode(*spec, node, key_where);
+    // A scalar is comma-separated items: --set model.top=128,64.
+    if (!node.IsScalar()) {
+      value = ConvertNode(*spec, node, key_where);
+    } else if (spec->type == ValueType::kStringList) {
+      value = Split(raw, ',');
+    } else {
+      value = ConvertScalar(*spec, raw, key_where);
+    }
   } else {
     std::string scalar = raw;
     if (scalar.size() >= 2 && (scalar.front() == '"' || scalar.front() == '\'') &&
@@ -215,6 +222,22 @@ const std::string& Config::GetString(std::string_view key) const {
 const std::vector<std::string>& Config::GetStringList(std::string_view key) const {
   return std::get<std::vector<std::string>>(Lookup(key, ValueType::kStringList).value);
 }
+const std::vector<int64_t>& Config::GetIntList(std::string_view key) const {
+  return std::get<std::vector<int64_t>>(Lookup(key, ValueType::kIntList).value);
+}
+Error Config::Locate(const Error& error) const {
+  ErrorWhere where = error.where();
+  if (error.kind() != ErrorKind::kConfig || !where.file.empty() ||
+      schema_->Find(where.field) == nullptr) {
+    return error;
+  }
+  const ValueOrigin& origin = Origin(where.field);
+  if (origin.kind != ValueOrigin::Kind::kFile) return error;
+  where.file = origin.file;
+  where.line = origin.line;
+  return Error(error.kind(), error.what_text(), std::move(where), error.hint());
+}
+
 const ConfigValue& Config::Get(std::string_view key) const {
   const FieldSpec* spec = schema_->Find(key);
   if (spec == nullptr)

@@ -1,7 +1,5 @@
 #include "topspin/core/config_schema.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
 
 #include "topspin/core/error.h"
@@ -9,27 +7,11 @@
 
 namespace topspin {
 
-std::vector<int64_t> ParseLayerWidths(std::string_view text) {
-  constexpr int64_t kMaxWidth = int64_t{1} << 20;
-  std::vector<int64_t> out;
-  for (const auto& piece : Split(text, ',')) {
-    const std::string_view w = Trim(piece);
-    if (w.empty()) continue;
-    int64_t v = 0;
-    const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
-    if (ec != std::errc() || end != w.data() + w.size() || v <= 0 || v > kMaxWidth) {
-      throw ConfigError(fmt::format("\"{}\" is not a layer width (1 to {})", w, kMaxWidth), {},
-                        "write positive integers separated by commas, e.g. \"128,64\"");
-    }
-    out.push_back(v);
-  }
-  return out;
-}
-
 namespace {
 
 using VT = ValueType;
 constexpr double kMaxInt = 9.0e15;
+constexpr double kMaxWidth = double(int64_t{1} << 20);  // one layer's width
 
 Schema BuildSchema() {
   Schema s;
@@ -265,15 +247,17 @@ Schema BuildSchema() {
             .max = 4096,
             .doc = "embedding width of every sparse feature"})
       .Add({.key = "model.bottom",
-            .type = VT::kString,
-            .default_value = std::string("64"),
-            .check = [](std::string_view t) { ParseLayerWidths(t); },
-            .doc = "bottom MLP widths over the dense features, comma-separated (\"\": none)"})
+            .type = VT::kIntList,
+            .default_value = std::vector<int64_t>{64},
+            .min = 1,
+            .max = kMaxWidth,
+            .doc = "bottom MLP widths over the dense features, e.g. [256, 64] ([]: none)"})
       .Add({.key = "model.top",
-            .type = VT::kString,
-            .default_value = std::string("128,64"),
-            .check = [](std::string_view t) { ParseLayerWidths(t); },
-            .doc = "top MLP widths before the score, comma-separated"})
+            .type = VT::kIntList,
+            .default_value = std::vector<int64_t>{128, 64},
+            .min = 1,
+            .max = kMaxWidth,
+            .doc = "top MLP widths before the score, e.g. [128, 64]"})
       .Add({.key = "model.interaction",
             .type = VT::kString,
             .default_value = std::string("concat"),
@@ -460,38 +444,106 @@ const Schema& TopspinSchema() {
 }
 
 RunConfig RunConfig::From(const Config& c) {
-  return {c.GetString("run.name"), c.GetInt("run.seed"), c.GetString("run.dir"),
-          c.GetString("run.log_level"), c.GetFloat("run.progress_interval_s")};
+  return {.name = c.GetString("run.name"),
+          .seed = c.GetInt("run.seed"),
+          .dir = c.GetString("run.dir"),
+          .log_level = c.GetString("run.log_level"),
+          .progress_interval_s = c.GetFloat("run.progress_interval_s")};
+}
+
+const std::string& DataConfig::Dir(std::string_view key) const {
+  if (key == "data.train") return train;
+  if (key == "data.valid") return valid;
+  throw InternalError(fmt::format("\"{}\" is not a dataset key", key));
 }
 
 DataConfig DataConfig::From(const Config& c) {
-  return {c.GetString("data.train"), c.GetString("data.valid")};
+  return {.train = c.GetString("data.train"), .valid = c.GetString("data.valid")};
 }
 
 PipelineConfig PipelineConfig::From(const Config& c) {
-  return {c.GetInt("pipeline.threads"),          c.GetInt("pipeline.prefetch"),
-          c.GetInt("pipeline.batch_size"),       c.GetString("pipeline.shuffle"),
-          c.GetBool("pipeline.drop_last"),       c.GetBool("pipeline.pinned_memory"),
-          c.GetInt("pipeline.window_blocks"),    c.GetStringList("pipeline.dense"),
-          c.GetStringList("pipeline.sparse"),    c.GetString("pipeline.on_error"),
-          c.GetInt("pipeline.cache_mib")};
+  return {.threads = c.GetInt("pipeline.threads"),
+          .prefetch = c.GetInt("pipeline.prefetch"),
+          .batch_size = c.GetInt("pipeline.batch_size"),
+          .shuffle = c.GetString("pipeline.shuffle"),
+          .drop_last = c.GetBool("pipeline.drop_last"),
+          .pinned_memory = c.GetBool("pipeline.pinned_memory"),
+          .window_blocks = c.GetInt("pipeline.window_blocks"),
+          .dense = c.GetStringList("pipeline.dense"),
+          .sparse = c.GetStringList("pipeline.sparse"),
+          .on_error = c.GetString("pipeline.on_error"),
+          .cache_mib = c.GetInt("pipeline.cache_mib")};
+}
+
+ModelConfig ModelConfig::From(const Config& c) {
+  return {.kind = c.GetString("model.kind"),
+          .ranker = {.embedding_dim = c.GetInt("model.embedding_dim"),
+                     .bottom = c.GetIntList("model.bottom"),
+                     .top = c.GetIntList("model.top"),
+                     .interaction = c.GetString("model.interaction"),
+                     .cross_layers = c.GetInt("model.cross_layers"),
+                     .loss = c.GetString("model.loss")},
+          .gpt = {.vocab = c.GetInt("model.gpt.vocab"),
+                  .context = c.GetInt("model.gpt.context"),
+                  .layers = c.GetInt("model.gpt.layers"),
+                  .d_model = c.GetInt("model.gpt.d_model"),
+                  .heads = c.GetInt("model.gpt.heads"),
+                  .d_ff = c.GetInt("model.gpt.d_ff"),
+                  .tied_embeddings = c.GetBool("model.gpt.tied_embeddings")}};
 }
 
 OptimConfig OptimConfig::From(const Config& c) {
-  return {c.GetString("optim.name"),        c.GetFloat("optim.lr"),
-          c.GetFloat("optim.weight_decay"), c.GetFloat("optim.beta1"),
-          c.GetFloat("optim.beta2"),        c.GetFloat("optim.momentum"),
-          c.GetString("optim.schedule"),    c.GetInt("optim.warmup_steps"),
-          c.GetFloat("optim.min_lr_ratio")};
+  return {.name = c.GetString("optim.name"),
+          .lr = c.GetFloat("optim.lr"),
+          .weight_decay = c.GetFloat("optim.weight_decay"),
+          .beta1 = c.GetFloat("optim.beta1"),
+          .beta2 = c.GetFloat("optim.beta2"),
+          .momentum = c.GetFloat("optim.momentum"),
+          .schedule = c.GetString("optim.schedule"),
+          .warmup_steps = c.GetInt("optim.warmup_steps"),
+          .min_lr_ratio = c.GetFloat("optim.min_lr_ratio"),
+          .sparse = c.GetString("optim.sparse"),
+          .sparse_lr = c.GetFloat("optim.sparse_lr"),
+          .clip_norm = c.GetFloat("optim.clip_norm"),
+          .grad_accum = c.GetInt("optim.grad_accum")};
 }
 
 TrainConfig TrainConfig::From(const Config& c) {
-  return {c.GetInt("train.steps"), c.GetInt("train.log_every"), c.GetInt("train.eval_every"),
-          c.GetInt("train.checkpoint_every")};
+  return {.steps = c.GetInt("train.steps"),
+          .log_every = c.GetInt("train.log_every"),
+          .eval_every = c.GetInt("train.eval_every"),
+          .checkpoint_every = c.GetInt("train.checkpoint_every"),
+          .keep_checkpoints = c.GetInt("train.keep_checkpoints"),
+          .best = {.metric = c.GetString("train.best.metric"),
+                   .mode = c.GetString("train.best.mode")},
+          .early_stop = {.patience = c.GetInt("train.early_stop.patience"),
+                         .min_delta = c.GetFloat("train.early_stop.min_delta")},
+          .max_bad_steps = c.GetInt("train.max_bad_steps"),
+          .eval_batches = c.GetInt("train.eval_batches"),
+          .precision = c.GetString("train.precision"),
+          .device = c.GetString("train.device"),
+          .torch_threads = c.GetInt("train.torch_threads")};
 }
 
 DistConfig DistConfig::From(const Config& c) {
-  return {c.GetString("dist.backend"), c.GetInt("dist.nproc")};
+  return {.backend = c.GetString("dist.backend"),
+          .nproc = c.GetInt("dist.nproc"),
+          .timeout_s = c.GetFloat("dist.timeout_s"),
+          .bucket_mib = c.GetInt("dist.bucket_mib"),
+          .overlap = c.GetBool("dist.overlap"),
+          .zero = c.GetInt("dist.zero"),
+          .wrap_blocks = c.GetInt("dist.wrap_blocks"),
+          .token_file = c.GetString("dist.token_file")};
+}
+
+Settings Settings::From(const Config& c) {
+  return {.run = RunConfig::From(c),
+          .data = DataConfig::From(c),
+          .pipeline = PipelineConfig::From(c),
+          .model = ModelConfig::From(c),
+          .optim = OptimConfig::From(c),
+          .train = TrainConfig::From(c),
+          .dist = DistConfig::From(c)};
 }
 
 }  // namespace topspin

@@ -104,17 +104,53 @@ TEST(Config, ChoicesAreCheckedWithASuggestion) {
   EXPECT_THAT(e.hint(), HasSubstr("\"global\""));
 }
 
-TEST(Config, LayerWidthsAreCheckedOnLoadLikeTrainingReadsThem) {
-  for (const char* bad : {"64,abc", "0", "-1", "99999999999", "64,,x"}) {
-    const Error e = ExpectConfigError([&] { ParseText(fmt::format("model:\n  top: \"{}\"\n", bad)); });
+TEST(Config, LayerWidthsAreIntegerListsCheckedOnLoad) {
+  // A YAML list, or the comma-separated text of --set and of older configs.
+  EXPECT_EQ(ParseText("model:\n  top: [256, 32]\n").GetIntList("model.top"),
+            (std::vector<int64_t>{256, 32}));
+  EXPECT_EQ(ParseText("model:\n  top: \" 128, 64\"\n").GetIntList("model.top"),
+            (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(ParseText("model:\n  bottom: 8\n").GetIntList("model.bottom"),
+            (std::vector<int64_t>{8}));
+  EXPECT_TRUE(ParseText("model:\n  bottom: []\n").GetIntList("model.bottom").empty());
+  EXPECT_TRUE(ParseText("model:\n  bottom: \"\"\n").GetIntList("model.bottom").empty());
+  EXPECT_EQ(ParseText("", {"model.top=1024,512"}).GetIntList("model.top"),
+            (std::vector<int64_t>{1024, 512}));
+  EXPECT_EQ(ParseText("", {"model.top=[3, 2]"}).GetIntList("model.top"),
+            (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(ParseText("").GetIntList("model.top"), (std::vector<int64_t>{128, 64}));
+  EXPECT_THAT(ParseText("model:\n  top: [256, 32]\n").ToYaml(), HasSubstr("top: [256, 32]"));
+  const std::pair<const char*, const char*> bad[] = {
+      {"\"64,abc\"", "\"abc\" in \"64,abc\" is not an integer"},
+      {"[64, abc]", "list item \"abc\" is not an integer"},
+      {"0", "value 0 is out of range: must be between 1 and 1048576"},
+      {"[8, -1]", "value -1 is out of range"},
+      {"99999999999", "out of range"},
+      {"\"64,,8\"", "\"\" in \"64,,8\" is not an integer"},
+      {"[[1]]", "list items must be integers"},
+      {"{a: 1}", "expected a list of ints"}};
+  for (const auto& [text, message] : bad) {
+    const Error e = ExpectConfigError([&] { ParseText(fmt::format("model:\n  top: {}\n", text)); });
     EXPECT_EQ(e.where().field, "model.top") << e.Message();
     EXPECT_EQ(e.where().line, 2) << e.Message();
-    EXPECT_THAT(e.Message(), HasSubstr("is not a layer width")) << bad;
+    EXPECT_THAT(e.Message(), HasSubstr(message)) << text;
   }
   const Error e = ExpectConfigError([] { ParseText("", {"model.bottom=8,abc"}); });
   EXPECT_EQ(e.where().field, "model.bottom");
-  EXPECT_EQ(ParseLayerWidths(" 128, 64 ,"), (std::vector<int64_t>{128, 64}));
-  EXPECT_TRUE(ParseLayerWidths("").empty());
+}
+
+TEST(Config, LocateNamesTheLineThatSetTheKeyOfALaterError) {
+  const Config c = ParseText("optim:\n  lr: 0.5\n", {"optim.name=sgd"});
+  const Error located = c.Locate(ConfigError("too high", ErrorWhere{.field = "optim.lr"}));
+  EXPECT_EQ(located.where().line, 2);
+  EXPECT_THAT(located.Message(), HasSubstr("too high"));
+  // Set by --set or left at its default, a file already named, another kind:
+  // unchanged.
+  EXPECT_FALSE(c.Locate(ConfigError("x", ErrorWhere{.field = "optim.name"})).where().line);
+  EXPECT_FALSE(c.Locate(ConfigError("x", ErrorWhere{.field = "run.seed"})).where().line);
+  EXPECT_EQ(c.Locate(ConfigError("x", ErrorWhere{.file = "d", .field = "optim.lr"})).where().file,
+            "d");
+  EXPECT_FALSE(c.Locate(DataError("x", ErrorWhere{.field = "optim.lr"})).where().line);
 }
 
 TEST(Config, DuplicateKeysAreAnError) {

@@ -18,6 +18,7 @@ const char* ValueTypeName(ValueType type) {
     case ValueType::kFloat: return "float";
     case ValueType::kString: return "string";
     case ValueType::kStringList: return "list of strings";
+    case ValueType::kIntList: return "list of ints";
   }
   return "?";
 }
@@ -85,9 +86,13 @@ std::string YamlValue(const ConfigValue& value) {
           return FormatFloat(v);
         } else if constexpr (std::is_same_v<T, std::string>) {
           return YamlString(v);
-        } else {
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           std::vector<std::string> items;
           for (const auto& item : v) items.push_back(YamlString(item));
+          return "[" + Join(items, ", ") + "]";
+        } else {
+          std::vector<std::string> items;
+          for (const int64_t item : v) items.push_back(fmt::format("{}", item));
           return "[" + Join(items, ", ") + "]";
         }
       },
@@ -110,8 +115,8 @@ void CheckRange(const FieldSpec& spec, double v, const std::string& text, const 
   const bool high = spec.max && v > *spec.max;
   if (!low && !high) return;
   const auto fmt_bound = [&](double b) {
-    return spec.type == ValueType::kInt ? fmt::format("{}", static_cast<int64_t>(b))
-                                        : fmt::format("{}", b);
+    return spec.type != ValueType::kFloat ? fmt::format("{}", static_cast<int64_t>(b))
+                                          : fmt::format("{}", b);
   };
   std::string range;
   if (spec.min && spec.max) {
@@ -123,6 +128,23 @@ void CheckRange(const FieldSpec& spec, double v, const std::string& text, const 
   }
   throw ConfigError(fmt::format("value {} is out of range: must be {}", text, range), where,
                     fmt::format("{} (default {})", spec.doc, YamlValue(spec.default_value)));
+}
+
+// `text` as a 64-bit integer in spec's range; `wrong_type()` is the error
+// for text that is not one.
+template <typename WrongType>
+int64_t ConvertInt(const FieldSpec& spec, const std::string& text, const ErrorWhere& where,
+                   const WrongType& wrong_type) {
+  std::string_view s = text;
+  if (s.starts_with('+')) s.remove_prefix(1);
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    throw ConfigError(fmt::format("integer \"{}\" does not fit in 64 bits", text), where);
+  }
+  if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) throw wrong_type();
+  CheckRange(spec, static_cast<double>(v), text, where);
+  return v;
 }
 
 }  // namespace
@@ -149,18 +171,7 @@ ConfigValue ConvertScalar(const FieldSpec& spec, const std::string& text, const 
       if (t == "false" || t == "no" || t == "off") return false;
       throw wrong_type();
     }
-    case ValueType::kInt: {
-      std::string_view s = text;
-      if (s.starts_with('+')) s.remove_prefix(1);
-      int64_t v = 0;
-      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (ec == std::errc::result_out_of_range) {
-        throw ConfigError(fmt::format("integer \"{}\" does not fit in 64 bits", text), where);
-      }
-      if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) throw wrong_type();
-      CheckRange(spec, static_cast<double>(v), text, where);
-      return v;
-    }
+    case ValueType::kInt: return ConvertInt(spec, text, where, wrong_type);
     case ValueType::kFloat: {
       std::string_view s = text;
       if (s.starts_with('+')) s.remove_prefix(1);
@@ -189,6 +200,21 @@ ConfigValue ConvertScalar(const FieldSpec& spec, const std::string& text, const 
       return text;
     }
     case ValueType::kStringList: return std::vector<std::string>{text};
+    case ValueType::kIntList: {
+      // "128,64" (spaces allowed; "" is none): the form of --set and of
+      // configs written before the lists.
+      std::vector<int64_t> items;
+      if (Trim(text).empty()) return items;
+      for (const std::string& piece : Split(text, ',')) {
+        const std::string item(Trim(piece));
+        items.push_back(ConvertInt(spec, item, where, [&] {
+          return ConfigError(fmt::format("\"{}\" in \"{}\" is not an integer", item, text), where,
+                             fmt::format("{} (default {})", spec.doc,
+                                         YamlValue(spec.default_value)));
+        }));
+      }
+      return items;
+    }
   }
   throw InternalError("unhandled value type");
 }
@@ -207,6 +233,26 @@ ConfigValue ConvertNode(const FieldSpec& spec, const YAML::Node& node, const Err
                           where);
       }
       items.push_back(item.Scalar());
+    }
+    return items;
+  }
+  if (spec.type == ValueType::kIntList && !node.IsScalar()) {
+    if (node.IsNull()) return std::vector<int64_t>{};
+    if (!node.IsSequence()) {
+      throw ConfigError(fmt::format("expected a list of ints, got {}", DescribeNode(node)), where,
+                        "write a list as [128, 64]");
+    }
+    std::vector<int64_t> items;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) {
+        throw ConfigError(fmt::format("list items must be integers, got {}", DescribeNode(item)),
+                          where);
+      }
+      const std::string& text = item.Scalar();
+      items.push_back(ConvertInt(spec, text, where, [&] {
+        return ConfigError(fmt::format("list item \"{}\" is not an integer", text), where,
+                           "write a list as [128, 64]");
+      }));
     }
     return items;
   }

@@ -21,12 +21,14 @@ std::string YamlValue(const ConfigValue& value);
 std::string DescribeNode(const YAML::Node& node);
 
 // Converts `text` to spec.type and checks spec's range (kInt, kFloat) or
-// choices (kString); a kStringList becomes a one-item list. Throws
+// choices (kString); a kStringList becomes a one-item list, a kIntList
+// reads comma-separated integers ("128,64"; "" is empty), each in range. Throws
 // Error{kConfig} at `where`, with a hint naming the key's doc and default.
 ConfigValue ConvertScalar(const FieldSpec& spec, const std::string& text, const ErrorWhere& where);
 
-// Same for a YAML node: a kStringList takes a sequence of scalars (null means
-// empty); every other type takes a scalar, as in ConvertScalar.
+// Same for a YAML node: a kStringList or kIntList takes a sequence of
+// scalars (null means empty; a kIntList also a scalar, as in ConvertScalar);
+// every other type takes a scalar, as in ConvertScalar.
 ConfigValue ConvertNode(const FieldSpec& spec, const YAML::Node& node, const ErrorWhere& where);
 
 }  // namespace topspin::config_internal

@@ -66,7 +66,7 @@ std::string Schema::ToMarkdown() const {
         allowed = Join(f.choices, ", ");
       } else if (f.min || f.max) {
         const auto bound = [&](std::optional<double> b) {
-          return b ? (f.type == ValueType::kInt ? fmt::format("{}", static_cast<int64_t>(*b))
+          return b ? (f.type != ValueType::kFloat ? fmt::format("{}", static_cast<int64_t>(*b))
                                                 : fmt::format("{}", *b))
                    : std::string();
         };

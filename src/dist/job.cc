@@ -59,7 +59,7 @@ PreparedRun MakeRunDir(const JobArgs& args, const Config& config, bool lock) {
 
 }  // namespace
 
-JobPlan PlanJob(const JobArgs& args, const Config& config) {
+JobPlan PlanJob(const JobArgs& args, const DistConfig& dist) {
   JobPlan plan;
   plan.env = DetectLaunchEnv();
   if (args.resume == "auto" && args.run_dir.empty()) {
@@ -71,7 +71,7 @@ JobPlan PlanJob(const JobArgs& args, const Config& config) {
     throw Error(ErrorKind::kUsage, "a job over several hosts needs --run-dir", {.field = "--run-dir"},
                 "pass the same --run-dir (on a shared filesystem) on every host");
   }
-  plan.nproc = args.nproc > 0 ? args.nproc : static_cast<int>(config.GetInt("dist.nproc"));
+  plan.nproc = args.nproc > 0 ? args.nproc : static_cast<int>(dist.nproc);
   const bool is_rank = Spawned() || plan.env.launcher != Launcher::kLocal;
   if (!is_rank) {
     plan.role = plan.nproc > 1 || args.nnodes > 1 ? JobRole::kLauncher : JobRole::kSingle;
@@ -128,7 +128,7 @@ int LaunchJob(const JobArgs& args, const Config& config, int nproc) {
   o.nnodes = args.nnodes;
   o.master_addr = args.master_addr;
   o.master_port = args.master_port;
-  o.grace_s = std::min(60.0, config.GetFloat("dist.timeout_s"));
+  o.grace_s = std::min(60.0, DistConfig::From(config).timeout_s);
   fs::path store;
   if (args.nnodes == 1) {
     // One host: rendezvous through a fresh file in a private directory.
@@ -157,14 +157,14 @@ int LaunchJob(const JobArgs& args, const Config& config, int nproc) {
   return 0;
 }
 
-RendezvousOptions RendezvousFromEnvironment(const Config& config) {
+RendezvousOptions RendezvousFromEnvironment(const DistConfig& dist) {
   RendezvousOptions o;
   o.timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(config.GetFloat("dist.timeout_s") * 1000.0));
+      static_cast<int64_t>(dist.timeout_s * 1000.0));
   if (const char* f = std::getenv("TOPSPIN_RENDEZVOUS_FILE"); f != nullptr && *f) o.file_store = f;
   if (const char* t = std::getenv("TOPSPIN_JOB_TOKEN"); t != nullptr && *t) {
     o.token = t;
-  } else if (const std::string& file = config.GetString("dist.token_file"); !file.empty()) {
+  } else if (const std::string& file = dist.token_file; !file.empty()) {
     o.token = std::string(Trim(ReadFile(file)));
   }
   return o;

@@ -28,10 +28,10 @@ TEST(Job, RankCommandLineDropsTheLaunchFlagsInBothFormsAndAddsTheRunDir) {
 }
 
 TEST(Job, TheRoleComesFromTheEnvironmentAndTheFlags) {
-  const Config one = Config::Defaults({}, TopspinSchema());
+  const DistConfig one = DistConfig::From(Config::Defaults({}, TopspinSchema()));
   EXPECT_EQ(PlanJob({}, one).role, JobRole::kSingle);
   EXPECT_EQ(PlanJob({.nproc = 2}, one).role, JobRole::kLauncher);
-  EXPECT_EQ(PlanJob({}, Config::Defaults({"dist.nproc=2"}, TopspinSchema())).role,
+  EXPECT_EQ(PlanJob({}, DistConfig::From(Config::Defaults({"dist.nproc=2"}, TopspinSchema()))).role,
             JobRole::kLauncher);
   EXPECT_EQ(PlanJob({.run_dir = "/r", .nnodes = 2}, one).role, JobRole::kLauncher);
   {
@@ -57,7 +57,7 @@ TEST(Job, TheRoleComesFromTheEnvironmentAndTheFlags) {
 TEST(Job, PrepareRunWritesTheConfigButKeepsAResumedRunsOwn) {
   testing::TempDir dir;
   const Config config = Config::Defaults({"run.seed=3"}, TopspinSchema());
-  const JobPlan plan = PlanJob({}, config);
+  const JobPlan plan = PlanJob({}, DistConfig::From(config));
   {
     const PreparedRun run = PrepareRun({.run_dir = (dir / "r").string()}, config, plan);
     EXPECT_EQ(run.dir, dir / "r");
@@ -79,10 +79,10 @@ TEST(Job, RendezvousTakesTheTokenFromTheEnvironmentFirst) {
   const Config config =
       Config::Defaults({"dist.token_file=" + (dir / "token").string(), "dist.timeout_s=7"},
                        TopspinSchema());
-  EXPECT_EQ(RendezvousFromEnvironment(config).token, "from-file");
-  EXPECT_EQ(RendezvousFromEnvironment(config).timeout.count(), 7000);
+  EXPECT_EQ(RendezvousFromEnvironment(DistConfig::From(config)).token, "from-file");
+  EXPECT_EQ(RendezvousFromEnvironment(DistConfig::From(config)).timeout.count(), 7000);
   const testing::ScopedEnv token("TOPSPIN_JOB_TOKEN", "from-env");
-  EXPECT_EQ(RendezvousFromEnvironment(config).token, "from-env");
+  EXPECT_EQ(RendezvousFromEnvironment(DistConfig::From(config)).token, "from-env");
 }
 
 }  // namespace

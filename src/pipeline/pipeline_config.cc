@@ -7,8 +7,8 @@
 
 namespace topspin {
 
-PipelineOptions PipelineOptionsFromConfig(const Config& config, int rank, int world_size) {
-  const PipelineConfig p = PipelineConfig::From(config);
+PipelineOptions PipelineOptionsFrom(const Settings& settings, int rank, int world_size) {
+  const PipelineConfig& p = settings.pipeline;
   PipelineOptions o;
   o.threads = static_cast<int>(p.threads);
   o.prefetch = static_cast<int>(p.prefetch);
@@ -18,16 +18,16 @@ PipelineOptions PipelineOptionsFromConfig(const Config& config, int rank, int wo
   o.drop_last = p.drop_last;
   o.on_error = p.on_error == "skip" ? OnError::kSkip : OnError::kFail;
   o.cache_bytes = static_cast<size_t>(p.cache_mib) << 20;
-  o.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
+  o.seed = static_cast<uint64_t>(settings.run.seed);
   o.rank = rank;
   o.world_size = world_size;
   return o;
 }
 
-RankingSpec RankingSpecFromConfig(const Config& config, const std::string& dataset_key,
-                                  std::shared_ptr<const Manifest> statistics) {
-  const PipelineConfig p = PipelineConfig::From(config);
-  const std::string& dir = config.GetString(dataset_key);
+RankingSpec RankingSpecFrom(const Settings& settings, const std::string& dataset_key,
+                            std::shared_ptr<const Manifest> statistics) {
+  const PipelineConfig& p = settings.pipeline;
+  const std::string& dir = settings.data.Dir(dataset_key);
   if (dir.empty()) {
     throw ConfigError(fmt::format("{} is not set", dataset_key), ErrorWhere{.field = dataset_key},
                       fmt::format("set it in the config or with --set {}=DIR", dataset_key));

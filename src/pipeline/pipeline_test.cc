@@ -355,15 +355,15 @@ pipeline:
   sparse: ["qid: cast", "brand: hash(1024)", "price: bucketize(16)", "brand x category: cross(4096)"]
 )yaml",
                                        ShopDir().string());
-  const Config config = Config::Parse(yaml, "test.yaml", {}, TopspinSchema());
-  PipelineOptions o = PipelineOptionsFromConfig(config);
+  const Settings settings = Settings::From(Config::Parse(yaml, "test.yaml", {}, TopspinSchema()));
+  PipelineOptions o = PipelineOptionsFrom(settings);
   EXPECT_EQ(o.threads, 3);
   EXPECT_EQ(o.seed, 42u);
   o.max_epochs = 2;
-  EXPECT_TRUE(Collect(RankingSpecFromConfig(config, "data.train"), o) ==
+  EXPECT_TRUE(Collect(RankingSpecFrom(settings, "data.train"), o) ==
               Collect(ShopSpec(), Options(2)));
   try {
-    RankingSpecFromConfig(config, "data.valid");
+    RankingSpecFrom(settings, "data.valid");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(e.Message().find("--set data.valid=DIR"), std::string::npos) << e.Message();

@@ -34,44 +34,42 @@ struct Zero3Hooks : Gpt::UnitHooks {
 
 // The pipeline over `dataset_key` (data.train or data.valid) in windows of
 // the model's context + 1 tokens.
-LanguageModelSpec LmSpec(const Config& config, const std::string& dataset_key) {
-  const std::string dir = config.GetString(dataset_key);
+LanguageModelSpec LmSpec(const Settings& settings, const std::string& dataset_key) {
+  const std::string& dir = settings.data.Dir(dataset_key);
   if (dir.empty()) {
     throw ConfigError(fmt::format("{} is not set", dataset_key), ErrorWhere{.field = dataset_key},
                       "point it at a text dataset (topspin gen text, then topspin convert --format "
                       "text)");
   }
   return {.dataset = dir, .column = "tokens",
-          .seq_len = size_t(config.GetInt("model.gpt.context"))};
+          .seq_len = size_t(settings.model.gpt.context)};
 }
 
 // The token ids of a batch of `dataset_key` must fit the model's
 // vocabulary (checked on the host, before the copy: a max over the batch).
-void CheckTokens(const Batch& b, int64_t vocab, const Config& config,
+void CheckTokens(const Batch& b, int64_t vocab, const Settings& settings,
                  const std::string& dataset_key) {
   int32_t top = 0;
   for (const int32_t t : b.tokens()) top = std::max(top, t);
   if (top < vocab) return;
   throw ConfigError(fmt::format("{} ({}) holds token id {} (batch {} of epoch {}), but "
                                 "model.gpt.vocab is {}",
-                                dataset_key, config.GetString(dataset_key), top, b.index, b.epoch,
-                                vocab),
-                    ErrorWhere{.file = config.GetString(dataset_key), .field = "model.gpt.vocab"},
+                                dataset_key, settings.data.Dir(dataset_key), top, b.index,
+                                b.epoch, vocab),
+                    ErrorWhere{.file = settings.data.Dir(dataset_key), .field = "model.gpt.vocab"},
                     "set model.gpt.vocab to the tokenizer's vocabulary (257 for bytes)");
 }
 
 }  // namespace
 
-GptShape GptShapeFromConfig(const Config& config) {
-  const int64_t d_ff = config.GetInt("model.gpt.d_ff");
-  GptShape s{.vocab = config.GetInt("model.gpt.vocab"),
-             .context = config.GetInt("model.gpt.context"),
-             .layers = config.GetInt("model.gpt.layers"),
-             .d_model = config.GetInt("model.gpt.d_model"),
-             .heads = config.GetInt("model.gpt.heads"),
-             .tied_embeddings = config.GetBool("model.gpt.tied_embeddings")};
-  s.d_ff = d_ff > 0 ? d_ff : 4 * s.d_model;
-  return s;
+GptShape GptShapeFromConfig(const GptModelConfig& gpt) {
+  return {.vocab = gpt.vocab,
+          .context = gpt.context,
+          .layers = gpt.layers,
+          .d_model = gpt.d_model,
+          .heads = gpt.heads,
+          .d_ff = gpt.d_ff > 0 ? gpt.d_ff : 4 * gpt.d_model,
+          .tied_embeddings = gpt.tied_embeddings};
 }
 
 namespace {
@@ -79,17 +77,17 @@ namespace {
 class GptTask final : public Task {
  public:
   explicit GptTask(const TaskContext& c)
-      : config_(c.config),
+      : settings_(c.settings),
         device_(c.device),
-        shape_(GptShapeFromConfig(c.config)),
-        wrap_blocks_(c.config.GetInt("dist.wrap_blocks")),
+        shape_(GptShapeFromConfig(c.settings.model.gpt)),
+        wrap_blocks_(c.settings.dist.wrap_blocks),
         copier_(c.device) {
-    PipelineOptions popt = PipelineOptionsFromConfig(config_, c.rank, c.world_size);
+    PipelineOptions popt = PipelineOptionsFrom(settings_, c.rank, c.world_size);
     popt.trace = c.trace;
-    if (device_.cuda && config_.GetBool("pipeline.pinned_memory")) popt.allocator = PinnedAllocator();
-    train_ = std::make_unique<Pipeline>(LmSpec(config_, "data.train"), popt, c.start);
+    if (device_.cuda && settings_.pipeline.pinned_memory) popt.allocator = PinnedAllocator();
+    train_ = std::make_unique<Pipeline>(LmSpec(settings_, "data.train"), popt, c.start);
     if (c.rank == 0 && has_validation()) EvalPipeline();
-    gpt_ = std::make_unique<Gpt>(shape_, uint64_t(config_.GetInt("run.seed")));
+    gpt_ = std::make_unique<Gpt>(shape_, uint64_t(settings_.run.seed));
     gpt_->module().to(TorchDevice(device_));
   }
 
@@ -107,7 +105,7 @@ class GptTask final : public Task {
       const PhaseTimer timer = phases.Time("data_wait");
       b = train_->Next();
     }
-    CheckTokens(*b, shape_.vocab, config_, "data.train");
+    CheckTokens(*b, shape_.vocab, settings_, "data.train");
     batch_ = copier_.Copy(std::move(b));
     if (device_.cuda) copier_.Use(*batch_, *phases.device);
   }
@@ -123,19 +121,19 @@ class GptTask final : public Task {
   void EndMicroBatch() override { batch_.reset(); }
   PipelineState LoaderState() const override { return train_->state(); }
   std::vector<StageStats> LoaderStages() const override { return train_->Stats().stages; }
-  bool has_validation() const override { return !config_.GetString("data.valid").empty(); }
+  bool has_validation() const override { return !settings_.data.valid.empty(); }
 
   // Mean next-token loss over data.valid's windows (train.eval_batches of
   // them, 0: all), and its perplexity.
   Evaluation Evaluate(const Precision& precision) override {
     torch::NoGradGuard no_grad;
     const auto valid = EvalPipeline();
-    const int64_t max_batches = config_.GetInt("train.eval_batches");
+    const int64_t max_batches = settings_.train.eval_batches;
     double sum = 0, count = 0;
     int64_t n = 0;
     while (BatchPtr b = valid->Next()) {
       if (b->num_lists == 0) continue;
-      CheckTokens(*b, shape_.vocab, config_, "data.valid");
+      CheckTokens(*b, shape_.vocab, settings_, "data.valid");
       const BatchTensors t = WrapHost(*b);
       const at::Tensor windows = t.tokens.to(TorchDevice(device_), torch::kLong);
       sum += precision.Run([&] { return gpt_->LossSum(windows); }).item<double>();
@@ -152,14 +150,14 @@ class GptTask final : public Task {
 
  private:
   std::unique_ptr<Pipeline> EvalPipeline() const {
-    PipelineOptions o = PipelineOptionsFromConfig(config_);
+    PipelineOptions o = PipelineOptionsFrom(settings_);
     o.shuffle = ShuffleMode::kNone;
     o.drop_last = false;
     o.max_epochs = 1;
-    return std::make_unique<Pipeline>(LmSpec(config_, "data.valid"), o);
+    return std::make_unique<Pipeline>(LmSpec(settings_, "data.valid"), o);
   }
 
-  const Config& config_;
+  const Settings& settings_;
   ComputeDevice device_;
   GptShape shape_;
   int64_t wrap_blocks_;
@@ -176,17 +174,17 @@ std::unique_ptr<Task> MakeGptTask(const TaskContext& context) {
   return std::make_unique<GptTask>(context);
 }
 
-std::vector<std::string> CheckGptConfig(const Config& config) {
+std::vector<std::string> CheckGptConfig(const Settings& settings) {
   std::vector<std::string> out;
-  const GptShape shape = GptShapeFromConfig(config);
+  const GptShape shape = GptShapeFromConfig(settings.model.gpt);
   out.push_back(fmt::format("model: GPT of {} parameters ({} layers, d_model {}, {} heads, "
                             "context {}, vocab {})",
                             ParameterCount(shape), shape.layers, shape.d_model, shape.heads,
                             shape.context, shape.vocab));
   for (const char* key : {"data.train", "data.valid"}) {
-    if (config.GetString(key).empty()) continue;
-    Pipeline p(LmSpec(config, key), PipelineOptionsFromConfig(config));
-    if (BatchPtr b = p.Next()) CheckTokens(*b, shape.vocab, config, key);  // the first batch
+    if (settings.data.Dir(key).empty()) continue;
+    Pipeline p(LmSpec(settings, key), PipelineOptionsFrom(settings));
+    if (BatchPtr b = p.Next()) CheckTokens(*b, shape.vocab, settings, key);  // the first batch
     out.push_back(fmt::format("{}: {} windows of {} tokens", key, p.samples_per_epoch(),
                               shape.context + 1));
   }

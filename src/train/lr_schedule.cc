@@ -42,17 +42,6 @@ void Validate(const OptimConfig& optim, const TrainConfig& train) {
   }
 }
 
-// `error` with the file and line that set its field, when a file set it.
-Error WithOrigin(const Error& error, const Config& config) {
-  ErrorWhere where = error.where();
-  if (config.schema().Find(where.field) == nullptr) return error;
-  const ValueOrigin& origin = config.Origin(where.field);
-  if (origin.kind != ValueOrigin::Kind::kFile) return error;
-  where.file = origin.file;
-  where.line = origin.line;
-  return Error(error.kind(), error.what_text(), std::move(where), error.hint());
-}
-
 }  // namespace
 
 LrSchedule::LrSchedule(const OptimConfig& optim, const TrainConfig& train)
@@ -68,7 +57,7 @@ LrSchedule LrSchedule::From(const Config& config) {
   try {
     return LrSchedule(OptimConfig::From(config), TrainConfig::From(config));
   } catch (const Error& e) {
-    throw WithOrigin(e, config);
+    throw config.Locate(e);
   }
 }
 

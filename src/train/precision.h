@@ -6,15 +6,15 @@
 
 #include <ATen/autocast_mode.h>
 
-#include "topspin/core/config.h"
+#include "topspin/core/config_schema.h"
 #include "topspin/train/device.h"
 
 namespace topspin {
 
 class Precision {
  public:
-  Precision(const Config& config, const ComputeDevice& device)
-      : bf16_(config.GetString("train.precision") == "bf16"),
+  Precision(const TrainConfig& train, const ComputeDevice& device)
+      : bf16_(train.precision == "bf16"),
         type_(device.cuda ? at::kCUDA : at::kCPU) {}
 
   bool bf16() const { return bf16_; }

@@ -9,8 +9,7 @@
 #include "topspin/data/dataset.h"
 #include "topspin/perf/memory.h"
 #include "topspin/pipeline/pipeline_config.h"
-#include "topspin/train/lr_schedule.h"
-#include "topspin/train/ranker_trainer.h"
+#include "train/task.h"
 #include "train/ranker_parts.h"
 
 namespace topspin {
@@ -46,24 +45,25 @@ std::string FirstBadLabel(const std::string& dir, const std::string& column, dou
 
 }  // namespace
 
-RankerOptions ModelOptions(const Config& config, const Pipeline& p) {
+RankerOptions ModelOptions(const Settings& settings, const Pipeline& p) {
+  const RankerModelConfig& m = settings.model.ranker;
   RankerOptions o;
   o.dense_dim = static_cast<int64_t>(p.layout().dense_dim);
   for (uint64_t c : p.sparse_cardinalities()) o.table_sizes.push_back(static_cast<int64_t>(c));
-  o.embedding_dim = config.GetInt("model.embedding_dim");
-  o.bottom = ParseLayerWidths(config.GetString("model.bottom"));
-  o.top = ParseLayerWidths(config.GetString("model.top"));
-  o.interaction = ParseInteraction(config.GetString("model.interaction"));
-  o.cross_layers = static_cast<int>(config.GetInt("model.cross_layers"));
-  o.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
+  o.embedding_dim = m.embedding_dim;
+  o.bottom = m.bottom;
+  o.top = m.top;
+  o.interaction = ParseInteraction(m.interaction);
+  o.cross_layers = static_cast<int>(m.cross_layers);
+  o.seed = static_cast<uint64_t>(settings.run.seed);
   return o;
 }
 
-void CheckModelFitsInMemory(const Config& config, const RankerOptions& o,
+void CheckModelFitsInMemory(const Settings& settings, const RankerOptions& o,
                             const std::vector<std::string>& sparse_names, uint64_t available) {
   if (available == 0) return;  // unknown: the allocator decides
-  const double dense_per_param = 4 + 4 + (config.GetString("optim.name") == "adamw" ? 8 : 4);
-  const bool lazy_adam = config.GetString("optim.sparse") == "lazy_adam";
+  const double dense_per_param = 4 + 4 + (settings.optim.name == "adamw" ? 8 : 4);
+  const bool lazy_adam = settings.optim.sparse == "lazy_adam";
   const double dense = double(RankerDenseParameters(o)) * dense_per_param;
   double total = dense, largest = 0;
   size_t largest_table = 0;
@@ -137,11 +137,10 @@ void CheckLabels(const Manifest& data, const std::string& dir, RankLoss loss) {
       "finite label) or mse");
 }
 
-std::vector<std::string> CheckRankerConfig(const Config& config) {
+std::vector<std::string> CheckRankerConfig(const Settings& settings) {
   std::vector<std::string> out;
-  LrSchedule::From(config);  // cross-key rules: warmup below steps, ...
-  const RankLoss loss = ParseRankLoss(config.GetString("model.loss"));
-  const std::string train_dir = config.GetString("data.train");
+  const RankLoss loss = ParseRankLoss(settings.model.ranker.loss);
+  const std::string& train_dir = settings.data.train;
   if (train_dir.empty()) {
     out.push_back("data.train is not set: the data, features and model size were not checked");
     return out;
@@ -150,19 +149,19 @@ std::vector<std::string> CheckRankerConfig(const Config& config) {
   CheckLabels(*statistics, train_dir, loss);
   // The pipelines resolve every feature chain against the training data's
   // statistics and compare the validation data's schema with it.
-  const Pipeline train(RankingSpecFromConfig(config, "data.train"), PipelineOptionsFromConfig(config));
+  const Pipeline train(RankingSpecFrom(settings, "data.train"), PipelineOptionsFrom(settings));
   out.push_back(fmt::format("data.train: {} rows, {} lists; {} dense and {} sparse features",
                             statistics->rows(), statistics->group_stats.groups,
                             train.layout().dense_dim, train.sparse_names().size()));
-  if (const std::string& valid = config.GetString("data.valid"); !valid.empty()) {
-    EvalPipeline(config, "data.valid", statistics);
+  if (const std::string& valid = settings.data.valid; !valid.empty()) {
+    EvalPipeline(settings, "data.valid", statistics);
     out.push_back(fmt::format("data.valid: {} (same schema)", valid));
   }
-  const RankerOptions model = ModelOptions(config, train);
+  const RankerOptions model = ModelOptions(settings, train);
   int64_t rows = 0;
   for (int64_t t : model.table_sizes) rows += t;
   const uint64_t available = AvailableMemoryBytes();
-  CheckModelFitsInMemory(config, model, train.sparse_names(), available);
+  CheckModelFitsInMemory(settings, model, train.sparse_names(), available);
   out.push_back(fmt::format("model: {} dense parameters, {} embedding rows of {}; fits in the {} "
                             "this host has available",
                             RankerDenseParameters(model), rows, model.embedding_dim,

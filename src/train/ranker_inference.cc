@@ -20,14 +20,14 @@ namespace topspin {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::unique_ptr<Pipeline> EvalPipeline(const Config& config, const std::string& dataset_key,
+std::unique_ptr<Pipeline> EvalPipeline(const Settings& settings, const std::string& dataset_key,
                                        std::shared_ptr<const Manifest> statistics) {
-  PipelineOptions o = PipelineOptionsFromConfig(config);
+  PipelineOptions o = PipelineOptionsFrom(settings);
   o.shuffle = ShuffleMode::kNone;
   o.drop_last = false;
   o.max_epochs = 1;
   return std::make_unique<Pipeline>(
-      RankingSpecFromConfig(config, dataset_key, std::move(statistics)), o);
+      RankingSpecFrom(settings, dataset_key, std::move(statistics)), o);
 }
 
 RankMetricAccumulator ScoreLists(Ranker& ranker, Pipeline& pipeline, const Precision& precision,
@@ -68,7 +68,7 @@ struct InferenceModel {
 // `pipeline_for` builds the pipeline from the checkpoint's statistics (the
 // model's feature layout comes from it).
 InferenceModel LoadInferenceModel(
-    const Config& config, const fs::path& checkpoint, CheckpointChoice choice,
+    const Settings& settings, const fs::path& checkpoint, CheckpointChoice choice,
     const std::function<const Pipeline&(std::shared_ptr<const Manifest>)>& pipeline_for) {
   InferenceModel m;
   m.checkpoint = OpenCheckpoint(checkpoint, choice);
@@ -83,9 +83,9 @@ InferenceModel LoadInferenceModel(
   m.statistics = std::make_shared<const Manifest>(Manifest::FromJson(
       ReadFile(ckpt.FilePath(kStatisticsFile)), ckpt.FilePath(kStatisticsFile).string()));
   const Pipeline& pipeline = pipeline_for(m.statistics);
-  m.device = ResolveDevice(config.GetString("train.device"), VisibleGpus(), 0);
+  m.device = ResolveDevice(settings.train.device, VisibleGpus(), 0);
   UseDevice(m.device);
-  m.ranker = std::make_unique<Ranker>(ModelOptions(config, pipeline));
+  m.ranker = std::make_unique<Ranker>(ModelOptions(settings, pipeline));
   m.ranker->To(TorchDevice(m.device));
   const SafetensorsFile file = SafetensorsFile::Open(ckpt.FilePath(kModelFile));
   LoadModuleParameters(file, m.ranker->dense_module());
@@ -101,13 +101,16 @@ InferenceModel LoadInferenceModel(
 RankerEvalResult EvaluateRanker(const Config& config, const fs::path& checkpoint,
                                 const std::string& dataset_key, CheckpointChoice choice) {
   const auto started = Clock::now();
+  const Settings settings = Settings::From(config);
   std::unique_ptr<Pipeline> pipeline;
   InferenceModel m = LoadInferenceModel(
-      config, checkpoint, choice, [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
-        pipeline = EvalPipeline(config, dataset_key, std::move(statistics));
+      settings, checkpoint, choice,
+      [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
+        pipeline = EvalPipeline(settings, dataset_key, std::move(statistics));
         return *pipeline;
       });
-  const RankMetricAccumulator acc = ScoreLists(*m.ranker, *pipeline, Precision(config, m.device), 0, m.device);
+  const RankMetricAccumulator acc =
+      ScoreLists(*m.ranker, *pipeline, Precision(settings.train, m.device), 0, m.device);
   RankerEvalResult r;
   r.checkpoint = m.checkpoint.dir;
   r.step = static_cast<int64_t>(m.checkpoint.step);
@@ -122,15 +125,17 @@ RankerScoreResult ScoreRanker(const Config& config, const fs::path& checkpoint,
                               const std::function<void(const ScoredBatch&)>& sink,
                               CheckpointChoice choice) {
   const auto started = Clock::now();
+  const Settings settings = Settings::From(config);
   std::unique_ptr<Pipeline> pipeline;
   InferenceModel m = LoadInferenceModel(
-      config, checkpoint, choice, [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
-        PipelineOptions o = PipelineOptionsFromConfig(config);
+      settings, checkpoint, choice,
+      [&](std::shared_ptr<const Manifest> statistics) -> const Pipeline& {
+        PipelineOptions o = PipelineOptionsFrom(settings);
         o.shuffle = ShuffleMode::kNone;  // dataset order
         o.drop_last = false;
         o.max_epochs = 1;
         o.on_error = OnError::kFail;  // a skipped row group would shift every later row
-        RankingSpec spec = RankingSpecFromConfig(config, "data.train", std::move(statistics));
+        RankingSpec spec = RankingSpecFrom(settings, "data.train", std::move(statistics));
         spec.dataset = dataset;
         spec.allow_unlabeled = true;
         pipeline = std::make_unique<Pipeline>(spec, o);
@@ -143,7 +148,7 @@ RankerScoreResult ScoreRanker(const Config& config, const fs::path& checkpoint,
   r.labeled = std::any_of(data.schema.begin(), data.schema.end(), [&](const ColumnSpec& c) {
     return c.name == m.statistics->label_column;
   });
-  const Precision precision(config, m.device);
+  const Precision precision(settings.train, m.device);
   const torch::Device to = TorchDevice(m.device);
   torch::NoGradGuard no_grad;
   while (BatchPtr b = pipeline->Next()) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "topspin/core/config.h"
+#include "topspin/core/config_schema.h"
 #include "topspin/data/manifest.h"
 #include "topspin/model/rank_losses.h"
 #include "topspin/model/rank_metrics.h"
@@ -23,13 +23,13 @@ namespace topspin {
 inline constexpr const char* kStatisticsFile = "statistics.json";
 
 // The model section and the pipeline's feature layout as RankerOptions.
-RankerOptions ModelOptions(const Config& config, const Pipeline& pipeline);
+RankerOptions ModelOptions(const Settings& settings, const Pipeline& pipeline);
 
 // Refuses, before anything is allocated, a model whose training state
 // cannot fit in this host's memory (`available` bytes; 0: unknown):
 // parameters, gradients and optimizer state of the dense layers and of
 // every embedding table. The key named is the one that asks for the most.
-void CheckModelFitsInMemory(const Config& config, const RankerOptions& o,
+void CheckModelFitsInMemory(const Settings& settings, const RankerOptions& o,
                             const std::vector<std::string>& sparse_names, uint64_t available);
 
 // Refuses labels the loss cannot learn from, by the training data's label
@@ -38,7 +38,7 @@ void CheckLabels(const Manifest& data, const std::string& dir, RankLoss loss);
 
 // The evaluation pipeline over `dataset_key`: every list once, in order,
 // transformed with the training data's `statistics`.
-std::unique_ptr<Pipeline> EvalPipeline(const Config& config, const std::string& dataset_key,
+std::unique_ptr<Pipeline> EvalPipeline(const Settings& settings, const std::string& dataset_key,
                                        std::shared_ptr<const Manifest> statistics);
 
 // Scores up to `max_batches` batches (0: all) on `device` and accumulates

@@ -21,9 +21,8 @@
 namespace topspin {
 namespace {
 
-SparseOptimizer::Options SparseOptionsFromConfig(const Config& config) {
-  const OptimConfig optim = OptimConfig::From(config);
-  return {.kind = config.GetString("optim.sparse") == "lazy_adam"
+SparseOptimizer::Options SparseOptionsFrom(const OptimConfig& optim) {
+  return {.kind = optim.sparse == "lazy_adam"
                       ? SparseOptimizer::Kind::kLazyAdam
                       : SparseOptimizer::Kind::kRowWiseAdagrad,
           .beta1 = optim.beta1,
@@ -33,32 +32,32 @@ SparseOptimizer::Options SparseOptionsFromConfig(const Config& config) {
 class RankerTask final : public Task {
  public:
   explicit RankerTask(const TaskContext& c)
-      : config_(c.config),
+      : settings_(c.settings),
         device_(c.device),
-        loss_(ParseRankLoss(c.config.GetString("model.loss"))),
+        loss_(ParseRankLoss(c.settings.model.ranker.loss)),
         copier_(c.device) {
-    const Config& config = c.config;
-    PipelineOptions popt = PipelineOptionsFromConfig(config, c.rank, c.world_size);
+    const Settings& settings = c.settings;
+    PipelineOptions popt = PipelineOptionsFrom(settings, c.rank, c.world_size);
     popt.trace = c.trace;
     // Page-locked batch buffers: the host-to-device copies run async.
-    if (device_.cuda && config.GetBool("pipeline.pinned_memory")) popt.allocator = PinnedAllocator();
-    train_ = std::make_unique<Pipeline>(RankingSpecFromConfig(config, "data.train"), popt, c.start);
-    statistics_ = std::make_shared<const Manifest>(Manifest::Load(config.GetString("data.train")));
-    CheckLabels(*statistics_, config.GetString("data.train"), loss_);
+    if (device_.cuda && settings.pipeline.pinned_memory) popt.allocator = PinnedAllocator();
+    train_ = std::make_unique<Pipeline>(RankingSpecFrom(settings, "data.train"), popt, c.start);
+    statistics_ = std::make_shared<const Manifest>(Manifest::Load(settings.data.train));
+    CheckLabels(*statistics_, settings.data.train, loss_);
     // The validation data fails now, not at the first evaluation, when it
     // is missing or its schema differs from the training data's.
-    if (c.rank == 0 && has_validation()) EvalPipeline(config, "data.valid", statistics_);
-    const RankerOptions model = ModelOptions(config, *train_);
+    if (c.rank == 0 && has_validation()) EvalPipeline(settings, "data.valid", statistics_);
+    const RankerOptions model = ModelOptions(settings, *train_);
     // On a GPU the tables and state live in device memory (the allocator's
     // error names what it could not get).
     if (!device_.cuda) {
-      CheckModelFitsInMemory(config, model, train_->sparse_names(), AvailableMemoryBytes());
+      CheckModelFitsInMemory(settings, model, train_->sparse_names(), AvailableMemoryBytes());
     }
     ranker_ = std::make_unique<Ranker>(model);
     // Initialised on the host (the same values on any device), then moved:
     // the flat buffers, optimizer state and embedding rows live there.
     ranker_->To(TorchDevice(device_));
-    sparse_ = std::make_unique<SparseState>(ranker_->tables(), SparseOptionsFromConfig(config),
+    sparse_ = std::make_unique<SparseState>(ranker_->tables(), SparseOptionsFrom(settings.optim),
                                             c.comm, int64_t(train_->layout().max_docs));
   }
 
@@ -112,12 +111,12 @@ class RankerTask final : public Task {
 
   std::vector<StageStats> LoaderStages() const override { return train_->Stats().stages; }
 
-  bool has_validation() const override { return !config_.GetString("data.valid").empty(); }
+  bool has_validation() const override { return !settings_.data.valid.empty(); }
 
   Evaluation Evaluate(const Precision& precision) override {
-    const auto valid = EvalPipeline(config_, "data.valid", statistics_);
-    const RankMetricAccumulator acc = ScoreLists(*ranker_, *valid, precision,
-                                                 config_.GetInt("train.eval_batches"), device_);
+    const auto valid = EvalPipeline(settings_, "data.valid", statistics_);
+    const RankMetricAccumulator acc =
+        ScoreLists(*ranker_, *valid, precision, settings_.train.eval_batches, device_);
     return {MetricsOf(acc), acc.Summary()};
   }
 
@@ -130,7 +129,7 @@ class RankerTask final : public Task {
   }
 
  private:
-  const Config& config_;
+  const Settings& settings_;
   ComputeDevice device_;
   RankLoss loss_;
   BatchCopier copier_;

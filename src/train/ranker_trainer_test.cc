@@ -448,6 +448,14 @@ TEST(RankerTrainer, BestMetricNoneTurnsTheBestCheckpointOff) {
   } catch (const Error& e) {
     EXPECT_EQ(e.where().field, "train.early_stop.patience") << e.Message();
   }
+  // The GPT's keys do nothing for the ranker: refused, not ignored.
+  try {
+    CheckTrainConfig(TestConfig({"model.gpt.layers=2"}));
+    FAIL() << "a GPT key in a ranker config";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "model.gpt.layers") << e.Message();
+    EXPECT_NE(e.Message().find("model.kind ranker does not read it"), std::string::npos);
+  }
 }
 
 TEST(RankerTrainer, Bf16AutocastTrainsLikeFp32) {

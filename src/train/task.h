@@ -19,6 +19,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "topspin/core/config.h"
+#include "topspin/core/config_schema.h"
 #include "topspin/data/checkpoint_store.h"
 #include "topspin/pipeline/pipeline.h"
 #include "topspin/train/device.h"
@@ -37,7 +38,7 @@ class Zero3;
 
 // What a Task is built with.
 struct TaskContext {
-  const Config& config;
+  const Settings& settings;
   ComputeDevice device;
   Comm* comm = nullptr;             // several ranks only
   int rank = 0, world_size = 1;
@@ -110,10 +111,21 @@ std::unique_ptr<Task> MakeGptTask(const TaskContext& context);
 // (auto) first: ndcg@10, ... (ranker); loss, perplexity (gpt).
 std::vector<std::string> TaskMetricNames(const std::string& kind);
 
-// What `topspin config check` reports for the GPT (the ranker's is
-// CheckRankerConfig): its size, and its data's windows and vocabulary.
-std::vector<std::string> CheckGptConfig(const Config& config);
+// Refuses a key set in the file or by --set that the run's model.kind does
+// not read (model.loss for a GPT, model.gpt.layers for the ranker): a
+// setting that silently does nothing is a wrong experiment.
+void CheckKeysApply(const Config& config);
+
+// What training checks before it allocates anything, without training
+// (`topspin config check`; CheckTrainConfig adds the kind-independent
+// rules). Throws the error training would; returns one line per check
+// passed. The ranker: the training data (labels for the loss, every
+// feature chain against its statistics), the validation data's schema,
+// and whether the model fits in this host's memory. The GPT: its size,
+// and its data's windows and vocabulary.
+std::vector<std::string> CheckRankerConfig(const Settings& settings);
+std::vector<std::string> CheckGptConfig(const Settings& settings);
 struct GptShape;
-GptShape GptShapeFromConfig(const Config& config);
+GptShape GptShapeFromConfig(const GptModelConfig& gpt);
 
 }  // namespace topspin

@@ -28,13 +28,14 @@ using Clock = std::chrono::steady_clock;
 
 // train.early_stop needs a metric to judge by, and train.best.metric must
 // be one the model's evaluation reports.
-BestTracker BestFromConfig(const Config& config) {
-  BestTracker b{.metric = config.GetString("train.best.metric"),
-                .patience = config.GetInt("train.early_stop.patience"),
-                .min_delta = config.GetFloat("train.early_stop.min_delta")};
-  const std::vector<std::string> names = TaskMetricNames(config.GetString("model.kind"));
+BestTracker BestFromConfig(const Settings& settings) {
+  const TrainConfig& train = settings.train;
+  BestTracker b{.metric = train.best.metric,
+                .patience = train.early_stop.patience,
+                .min_delta = train.early_stop.min_delta};
+  const std::vector<std::string> names = TaskMetricNames(settings.model.kind);
   if (b.metric == "auto") b.metric = names.front();
-  const std::string mode = config.GetString("train.best.mode");
+  const std::string& mode = train.best.mode;
   b.max = mode == "auto" ? b.metric != "loss" && b.metric != "perplexity" : mode == "max";
   if (b.metric == "none") {
     if (b.patience > 0) {
@@ -46,24 +47,24 @@ BestTracker BestFromConfig(const Config& config) {
   } else if (std::find(names.begin(), names.end(), b.metric) == names.end()) {
     throw ConfigError(fmt::format("train.best.metric {} is not a validation metric of model.kind "
                                   "{} (it reports {})",
-                                  b.metric, config.GetString("model.kind"), Join(names, ", ")),
+                                  b.metric, settings.model.kind, Join(names, ", ")),
                       ErrorWhere{.field = "train.best.metric"},
                       fmt::format("use one of those, or auto ({})", names.front()));
   }
   return b;
 }
 
-DenseState::Options DenseOptionsFromConfig(const Config& config) {
-  const OptimConfig optim = OptimConfig::From(config);
-  return {.zero = static_cast<int>(config.GetInt("dist.zero")),
+DenseState::Options DenseOptionsFromConfig(const Settings& settings) {
+  const OptimConfig& optim = settings.optim;
+  return {.zero = static_cast<int>(settings.dist.zero),
           .optimizer = {.kind = optim.name == "sgd" ? DenseOptimizer::Kind::kSgd
                                                     : DenseOptimizer::Kind::kAdamW,
                         .beta1 = optim.beta1,
                         .beta2 = optim.beta2,
                         .weight_decay = optim.weight_decay,
                         .momentum = optim.momentum},
-          .bucket_bytes = config.GetInt("dist.bucket_mib") << 20,
-          .overlap = config.GetBool("dist.overlap")};
+          .bucket_bytes = settings.dist.bucket_mib << 20,
+          .overlap = settings.dist.overlap};
 }
 
 }  // namespace
@@ -76,26 +77,27 @@ void ApplyProcessPolicy(int64_t torch_threads) {
 
 Trainer::Trainer(const Config& config, const TrainOptions& options)
     : config_(config),
+      settings_(Settings::From(config)),
       options_(options),
-      device_(ResolveDevice(config.GetString("train.device"), VisibleGpus(),
-                            options.launch.local_rank)),
-      schedule_(LrSchedule::From(config)),
-      precision_(config, device_),
+      device_(ResolveDevice(settings_.train.device, VisibleGpus(), options.launch.local_rank)),
+      schedule_(settings_.optim, settings_.train),
+      precision_(settings_.train, device_),
       store_(options.run_dir / "checkpoints",
-             {.keep_last = static_cast<size_t>(config.GetInt("train.keep_checkpoints"))}) {
-  best_ = BestFromConfig(config);
+             {.keep_last = static_cast<size_t>(settings_.train.keep_checkpoints)}) {
+  CheckKeysApply(config);
+  best_ = BestFromConfig(settings_);
   const LaunchEnv& env = options.launch;
   UseDevice(device_);
   device_timer_ = std::make_unique<DeviceTimer>(device_);
   phases_.device = device_timer_.get();
   if (env.world_size > 1) {
-    if (device_.cuda && config.GetString("dist.backend") == "gloo") {
+    if (device_.cuda && settings_.dist.backend == "gloo") {
       throw ConfigError("dist.backend gloo cannot sum the gradients of a GPU run",
                         ErrorWhere{.field = "dist.backend"},
                         "use dist.backend auto (NCCL on GPUs), or train.device cpu");
     }
     RendezvousOptions rendezvous = options.rendezvous;
-    rendezvous.backend = config.GetString("dist.backend");
+    rendezvous.backend = settings_.dist.backend;
     rendezvous.cuda_device = device_.index;
     comm_ = Comm::Connect(env, rendezvous);
   }
@@ -113,7 +115,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
     start = {p.at("seed").get<uint64_t>(), p.at("epoch").get<uint64_t>(),
              p.at("next_batch").get<uint64_t>()};
   }
-  task_ = MakeTask({.config = config,
+  task_ = MakeTask({.settings = settings_,
                     .device = device_,
                     .comm = comm_.get(),
                     .rank = env.rank,
@@ -121,7 +123,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
                     .start = start,
                     .trace = options.trace});
 
-  const DenseState::Options dense = DenseOptionsFromConfig(config);
+  const DenseState::Options dense = DenseOptionsFromConfig(settings_);
   dense_ = std::make_unique<DenseState>(
       task_->dense_module(), comm_.get(), dense,
       comm_ && dense.zero >= 3 ? task_->Units() : std::vector<std::vector<at::Tensor>>{});
@@ -142,10 +144,10 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
 }
 
 TrainResult Trainer::Run() {
-  const int64_t steps = config_.GetInt("train.steps");
+  const int64_t steps = settings_.train.steps;
   ProgressOptions po;
   po.unit = "steps";
-  po.interval_s = config_.GetFloat("run.progress_interval_s");
+  po.interval_s = settings_.run.progress_interval_s;
   if (!leader()) po.sink = [](const std::string&) {};  // rank 0 shows progress
   Progress progress("train", static_cast<uint64_t>(steps), po);
   progress.Update(static_cast<uint64_t>(step_));
@@ -182,9 +184,9 @@ TrainResult Trainer::Run() {
 // before the record, so their time is in the window they happened in, and
 // the record is on disk (fdatasync) with the checkpoint. True: stop early.
 bool Trainer::EndOfStep(Window& window, bool dying, bool& first_record) {
-  const int64_t steps = config_.GetInt("train.steps");
-  const int64_t eval_every = config_.GetInt("train.eval_every");
-  const int64_t ckpt_every = config_.GetInt("train.checkpoint_every");
+  const int64_t steps = settings_.train.steps;
+  const int64_t eval_every = settings_.train.eval_every;
+  const int64_t ckpt_every = settings_.train.checkpoint_every;
   bool checkpointed = false, stop_early = false;
   if (stop_) {
     spdlog::warn("stop requested: checkpointing step {} and stopping", step_);
@@ -201,7 +203,7 @@ bool Trainer::EndOfStep(Window& window, bool dying, bool& first_record) {
     }
     stop_early = verdict.stop;
   }
-  if (step_ % config_.GetInt("train.log_every") == 0 || step_ == steps || stop_early) {
+  if (step_ % settings_.train.log_every == 0 || step_ == steps || stop_early) {
     WriteRecord(window, first_record);
     first_record = false;
   }
@@ -264,7 +266,7 @@ std::pair<double, int64_t> Trainer::Step() {
 // ranks while the last backward runs, so the row gather needs no size
 // exchange.
 void Trainer::Accumulate(StepTotals& t) {
-  const int64_t accum = config_.GetInt("optim.grad_accum");
+  const int64_t accum = settings_.optim.grad_accum;
   for (int64_t a = 0; a < accum; ++a) {
     task_->NextBatch(phases_);
     // Declared first, so freeing this micro-batch's graph and activations
@@ -342,7 +344,7 @@ std::tuple<double, double, double> Trainer::ReadBack(const at::Tensor& dense, do
 // Clipping (optim.clip_norm, the global norm over dense and rows) and the
 // dense and sparse updates.
 void Trainer::Update(at::Tensor& dense, double sq) {
-  const double clip = config_.GetFloat("optim.clip_norm");
+  const double clip = settings_.optim.clip_norm;
   const double norm = std::sqrt(sq);
   window_grad_norm_ += norm;  // before clipping
   ++window_grad_steps_;
@@ -357,7 +359,7 @@ void Trainer::Update(at::Tensor& dense, double sq) {
   dense_->Step(lr);
   bytes_moved_ += dense_->StepBytes();
   if (sparse_) {
-    sparse_->Step(config_.GetFloat("optim.sparse_lr") *
+    sparse_->Step(settings_.optim.sparse_lr *
                   (schedule_.peak_lr() > 0 ? lr / schedule_.peak_lr() : 1.0));
     bytes_moved_ += sparse_->StepBytes();
   }
@@ -372,7 +374,7 @@ bool Trainer::Health(double loss, double sq, double bad) {
     return true;
   }
   ++result_.skipped_steps;
-  if (++bad_in_a_row_ >= config_.GetInt("train.max_bad_steps")) {
+  if (++bad_in_a_row_ >= settings_.train.max_bad_steps) {
     throw DataError(fmt::format("training diverged: {} steps in a row had a non-finite loss or "
                                 "gradient (last at step {}: loss {}, {} non-finite gradient "
                                 "elements, gradient norm {})",
@@ -386,8 +388,12 @@ bool Trainer::Health(double loss, double sq, double bad) {
 }
 
 TrainResult Train(const Config& config, const TrainOptions& options) {
-  Trainer trainer(config, options);
-  return trainer.Run();
+  try {
+    Trainer trainer(config, options);
+    return trainer.Run();
+  } catch (const Error& e) {
+    throw config.Locate(e);
+  }
 }
 
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options) {
@@ -395,10 +401,15 @@ RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& op
 }
 
 std::vector<std::string> CheckTrainConfig(const Config& config) {
-  LrSchedule::From(config);  // cross-key rules: warmup below steps, ...
-  BestFromConfig(config);
-  return config.GetString("model.kind") == "gpt" ? CheckGptConfig(config)
-                                                 : CheckRankerConfig(config);
+  try {
+    CheckKeysApply(config);
+    const Settings settings = Settings::From(config);
+    LrSchedule(settings.optim, settings.train);  // cross-key rules: warmup below steps, ...
+    BestFromConfig(settings);
+    return settings.model.kind == "gpt" ? CheckGptConfig(settings) : CheckRankerConfig(settings);
+  } catch (const Error& e) {
+    throw config.Locate(e);
+  }
 }
 
 }  // namespace topspin

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "topspin/core/config.h"
+#include "topspin/core/config_schema.h"
 #include "topspin/data/checkpoint_store.h"
 #include "topspin/ddp/comm.h"
 #include "topspin/perf/metrics_sink.h"
@@ -70,7 +71,6 @@ class Trainer {
   };
 
 
-
   bool leader() const { return !comm_ || comm_->rank() == 0; }
   int world() const { return comm_ ? comm_->world_size() : 1; }
 
@@ -115,7 +115,8 @@ class Trainer {
   void WriteProfile(int64_t steps, double wall_s, double items);
   void WriteSummary() const;
 
-  const Config& config_;
+  const Config& config_;  // its hash and text go into checkpoints
+  const Settings settings_;  // config_, typed: what the run reads
   TrainOptions options_;
   ComputeDevice device_;  // train.device, resolved
   LrSchedule schedule_;

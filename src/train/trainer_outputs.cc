@@ -139,7 +139,7 @@ std::map<std::string, double> Trainer::StageBusy() const {
 // Returns the stages' busy seconds now: the next window's start.
 std::map<std::string, double> Trainer::WindowStages(const std::map<std::string, double>& start,
                                            double secs, MetricValues& record) const {
-  const double thread_s = secs * double(config_.GetInt("pipeline.threads"));
+  const double thread_s = secs * double(settings_.pipeline.threads);
   std::map<std::string, double> now = StageBusy();
   if (thread_s <= 0) return now;
   for (const auto& [name, busy] : now) {
@@ -189,7 +189,7 @@ void Trainer::WriteProfile(int64_t steps, double wall_s, double items) {
   p.peak_source = peaks_.source;
   p.peak_bytes_per_s = peaks_.bytes_per_s;
   p.bytes_per_step = bytes_moved_ / double(std::max<int64_t>(1, steps));
-  p.loader_threads = static_cast<int>(config_.GetInt("pipeline.threads"));
+  p.loader_threads = static_cast<int>(settings_.pipeline.threads);
   for (const auto& st : task_->LoaderStages()) p.stages.push_back({st.name, st.busy_s});
   const ProfileReport report = Analyze(p);
   WriteFileAtomic(options_.run_dir / kProfileFile, ProfileJson(p, report));

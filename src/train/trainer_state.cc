@@ -137,7 +137,7 @@ nlohmann::json Trainer::CheckpointMeta() const {
   const PipelineState ps = task_->LoaderState();
   nlohmann::json meta{
       {"step", step_},
-      {"model_kind", config_.GetString("model.kind")},
+      {"model_kind", settings_.model.kind},
       {"config_hash", config_.Hash()},
       {"config", config_.CanonicalText()},
       {"pipeline", {{"seed", ps.seed}, {"epoch", ps.epoch}, {"next_batch", ps.next_batch}}},
@@ -237,7 +237,7 @@ void Trainer::CheckExtension(const Checkpoint& c, const nlohmann::json& meta) {
             : "resume with the run's config (its config.yaml), or start a new run from this "
               "checkpoint's weights with --init-from CHECKPOINT");
   }
-  const int64_t steps = config_.GetInt("train.steps");
+  const int64_t steps = settings_.train.steps;
   if (!other.empty()) {
     throw ConfigError(
         fmt::format("--extend changes only train.steps, but {} differ too: {}", Join(other, ", "),
@@ -254,9 +254,9 @@ void Trainer::CheckExtension(const Checkpoint& c, const nlohmann::json& meta) {
         fmt::format("pass --set train.steps=N with N > {}", std::max<int64_t>(saved_steps, 0)));
   }
   const int64_t at = meta.at("step").get<int64_t>();
-  TrainConfig old_train = TrainConfig::From(config_);
+  TrainConfig old_train = settings_.train;
   old_train.steps = saved_steps;
-  const double old_lr = LrSchedule(OptimConfig::From(config_), old_train).At(at);
+  const double old_lr = LrSchedule(settings_.optim, old_train).At(at);
   const double new_lr = schedule_.At(at);
   spdlog::info("extending the run from {} to {} steps at step {}{}", saved_steps, steps, at,
                old_lr == new_lr ? std::string()

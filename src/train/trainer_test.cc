@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -121,6 +122,31 @@ TEST(GptTrainer, ConfigCheckNamesWhatIsWrong) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.where().field, "train.best.metric");
+  }
+  // A key the GPT does not read is refused, with the line that set it, and
+  // Train refuses it the same way before it builds anything.
+  const Config ranker_key = Config::Parse("model:\n  kind: gpt\n  loss: ranknet\n", "g.yaml",
+                                          {}, TopspinSchema());
+  for (const auto& run : std::vector<std::function<void()>>{
+           [&] { CheckTrainConfig(ranker_key); },
+           [&] { Train(ranker_key, {.run_dir = testing::TempDir().path()}); }}) {
+    try {
+      run();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.where().field, "model.loss");
+      EXPECT_EQ(e.where().file, "g.yaml");
+      EXPECT_EQ(e.where().line, 3);
+      EXPECT_NE(e.Message().find("model.kind gpt does not read it"), std::string::npos)
+          << e.Message();
+    }
+  }
+  try {
+    CheckTrainConfig(GptConfig({"pipeline.dense=[\"a: log1p\"]"}));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "pipeline.dense");
+    EXPECT_EQ(e.where().file, "--set pipeline.dense=[\"a: log1p\"]");
   }
   // ZeRO-3 is for several ranks; one process trains as ZeRO-0.
   EXPECT_EQ(Train(GptConfig({"dist.zero=3", "train.steps=3", "data.valid="}),

@@ -25,20 +25,23 @@
 #include <variant>
 #include <vector>
 
+#include "topspin/core/error.h"
+
 namespace topspin {
 
-enum class ValueType { kBool, kInt, kFloat, kString, kStringList };
+enum class ValueType { kBool, kInt, kFloat, kString, kStringList, kIntList };
 const char* ValueTypeName(ValueType type);
 
-using ConfigValue = std::variant<bool, int64_t, double, std::string, std::vector<std::string>>;
+using ConfigValue = std::variant<bool, int64_t, double, std::string, std::vector<std::string>,
+                                 std::vector<int64_t>>;
 
 // One key of the schema.
 struct FieldSpec {
   std::string key;  // dotted path, e.g. "pipeline.threads"
   ValueType type = ValueType::kString;
   ConfigValue default_value;
-  std::optional<double> min;         // inclusive, kInt and kFloat
-  std::optional<double> max;         // inclusive, kInt and kFloat
+  std::optional<double> min;         // inclusive, kInt and kFloat; each item of a kIntList
+  std::optional<double> max;         // inclusive, kInt and kFloat; each item of a kIntList
   std::vector<std::string> choices;  // allowed values of a kString
   // kString: throws Error{kConfig} (what and hint) when the text is not
   // valid; the loader adds where (file, line, key). Run on every load, so
@@ -97,6 +100,7 @@ class Config {
   double GetFloat(std::string_view key) const;
   const std::string& GetString(std::string_view key) const;
   const std::vector<std::string>& GetStringList(std::string_view key) const;
+  const std::vector<int64_t>& GetIntList(std::string_view key) const;
   const ConfigValue& Get(std::string_view key) const;
   const ValueOrigin& Origin(std::string_view key) const;
 
@@ -107,6 +111,11 @@ class Config {
   std::string CanonicalText() const;
   // xxh3-64 of CanonicalText(), 16 hex digits.
   std::string Hash() const;
+
+  // `error` located where its field was set: a kConfig error thrown after
+  // loading (a cross-key rule) that names a key but no file gets the file
+  // and line that set the key, when a file did. Any other error as it is.
+  Error Locate(const Error& error) const;
 
   const std::string& source() const { return source_; }
   const Schema& schema() const { return *schema_; }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "topspin/core/config.h"
+#include "topspin/core/config_schema.h"
 #include "topspin/core/run_dir.h"
 #include "topspin/dist/launch_env.h"
 #include "topspin/dist/rendezvous.h"
@@ -62,7 +63,7 @@ struct JobPlan {
 // The role of this process, from the environment and `args`; Error{kUsage}
 // naming the flag for combinations that cannot work (--resume auto without
 // --run-dir, several hosts or ranks of another launcher without one).
-JobPlan PlanJob(const JobArgs& args, const Config& config);
+JobPlan PlanJob(const JobArgs& args, const DistConfig& dist);
 
 // The run's directory, and its lock when this process owns the run.
 struct PreparedRun {
@@ -94,7 +95,7 @@ std::vector<std::string> RankCommandLine(const std::filesystem::path& run_dir,
 // The rendezvous of a rank: dist.timeout_s, the launcher's rendezvous file
 // (TOPSPIN_RENDEZVOUS_FILE), and the job token (TOPSPIN_JOB_TOKEN, else
 // the file dist.token_file names).
-RendezvousOptions RendezvousFromEnvironment(const Config& config);
+RendezvousOptions RendezvousFromEnvironment(const DistConfig& dist);
 
 // SIGINT and SIGTERM ask the run to checkpoint and stop; a second one
 // kills (the default disposition is restored by the first).

@@ -17,14 +17,6 @@ namespace topspin {
 using RankerTrainOptions = TrainOptions;
 using RankerTrainResult = TrainResult;
 
-// What training checks before it allocates anything, without training:
-// the cross-key rules (warmup below steps), the training data (labels for
-// the loss, every feature chain against its statistics), the validation
-// data's schema, and whether the model fits in this host's memory. Throws
-// the error training would; returns one line per check passed (`topspin
-// config check`).
-std::vector<std::string> CheckRankerConfig(const Config& config);
-
 // Train() of a model.kind ranker config.
 RankerTrainResult TrainRanker(const Config& config, const RankerTrainOptions& options);
 
