@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo gen convert inspect tokenizer pipeline train eval score profile report bench completion; do
+for sub in version config demo gen convert inspect tokenizer pipeline train eval score generate profile report bench completion; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -277,6 +277,32 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   expect 0 "valid/loss" -- cat "$tmp/gpt/best.json"
   expect 2 "model.gpt.vocab" -- "$bin" config check "$src/configs/gpt.yaml" \
     --set data.train="$tmp/text" --set model.gpt.vocab=100
+  # Generation and evaluation of the ZeRO-3 run's (gathered) best checkpoint:
+  # the same seed, the same text; stdout is the prompt and the text alone.
+  gen_args=(generate "$tmp/gpt" --prompt "The " --max-new-tokens 24 --seed 7 --temperature 1)
+  expect 0 "generated     [0-9]+ tokens after a prompt of 4" -- "$bin" "${gen_args[@]}"
+  if [ "$("$bin" "${gen_args[@]}" 2>/dev/null)" = "$("$bin" "${gen_args[@]}" 2>/dev/null)" ]; then
+    echo "ok: generate repeats per seed"
+  else
+    echo "FAIL: generate differs between runs of one seed"; failures=$((failures + 1))
+  fi
+  expect 0 "" -- "$bin" "${gen_args[@]}" --json "$tmp/gen.json"
+  expect 0 '"tokenizer": "bytes"' -- cat "$tmp/gen.json"
+  expect 2 '"--top-p".*not in \(0, 1\]' -- "$bin" generate "$tmp/gpt" --top-p 1.5
+  expect 0 "perplexity    [0-9.]+" -- "$bin" eval "$tmp/gpt" --data "$tmp/text"
+  expect 2 "score is for rankers" -- "$bin" score "$tmp/gpt" --data "$tmp/text" --out "$tmp/s.csv"
+  expect 2 "model.kind ranker does not read it" -- "$bin" config check \
+    "$src/configs/ranker-shop.yaml" --set model.gpt.layers=3
+  # A SentencePiece model travels in the checkpoint: generation needs
+  # neither the data nor the model's original file.
+  expect 0 "" -- "$bin" tokenizer train "$tmp/corpus.txt" --model-prefix "$tmp/spm" --vocab-size 300
+  expect 0 "" -- "$bin" convert "$tmp/corpus.txt" --format text \
+    --tokenizer "sentencepiece:$tmp/spm.model" --out "$tmp/text-spm"
+  expect 0 "trained       6 steps" -- "$bin" "${gpt_args[@]}" --set data.train="$tmp/text-spm" \
+    --set data.valid= --set model.gpt.vocab=300 --run-dir "$tmp/gpt-spm"
+  rm "$tmp/spm.model"
+  expect 0 "tokenizer sentencepiece:.*gpt-spm/checkpoints/step-6/tokenizer.model" -- \
+    "$bin" generate "$tmp/gpt-spm" --prompt "The " --max-new-tokens 8
 
   # Data parallel: two local ranks; then a torchrun-style launch (RANK,
   # WORLD_SIZE, MASTER_* by hand: a TCP store); then a rank killed mid-run

@@ -1,7 +1,8 @@
 // topspin eval RUN_DIR|CHECKPOINT [--data DIR] [--config FILE] [--set k=v]...
-// [--json FILE]: scores held-out queries with a trained ranker
-// (topspin/train/ranker_trainer.h EvaluateRanker) and prints NDCG@1/3/5/10,
-// MAP@10 and MRR. The config defaults to the run's config.yaml; --data
+// [--json FILE]: scores held-out data with a trained model: a ranker's
+// NDCG@1/3/5/10, MAP@10 and MRR (topspin/train/ranker_trainer.h
+// EvaluateRanker), a GPT's loss and perplexity (topspin/train/gpt_inference.h
+// EvaluateGpt). The config defaults to the run's config.yaml; --data
 // replaces data.valid.
 #include <filesystem>
 
@@ -15,6 +16,7 @@
 #include "topspin/core/log.h"
 
 #ifdef TOPSPIN_HAVE_TORCH
+#include "topspin/train/gpt_inference.h"
 #include "topspin/train/ranker_trainer.h"
 #endif
 
@@ -43,9 +45,25 @@ void RunEval(const EvalArgs& args) {
   const Settings settings = Settings::From(config);
   ApplyProcessPolicy(settings.train.torch_threads);
   SetLogLevel(settings.run.log_level);
-  const RankerEvalResult r =
-      EvaluateRanker(config, checkpoint, "data.valid",
-                     args.which == "latest" ? CheckpointChoice::kLatest : CheckpointChoice::kBest);
+  const CheckpointChoice choice =
+      args.which == "latest" ? CheckpointChoice::kLatest : CheckpointChoice::kBest;
+  if (settings.model.kind == "gpt") {
+    const GptEvalResult g = EvaluateGpt(config, checkpoint, "data.valid", choice);
+    fmt::print("checkpoint    {} (step {})\n", g.checkpoint.string(), g.step);
+    fmt::print("data          {} ({:.0f} tokens, {:.1f} s)\n", settings.data.valid, g.tokens,
+               g.seconds);
+    fmt::print("loss          {:.4f}\nperplexity    {:.3f}\n", g.loss, g.perplexity);
+    if (!args.json.empty()) {
+      const nlohmann::json out{{"checkpoint", g.checkpoint.string()},
+                               {"step", g.step},
+                               {"data", settings.data.valid},
+                               {"tokens", g.tokens},
+                               {"metrics", {{"loss", g.loss}, {"perplexity", g.perplexity}}}};
+      WriteFileAtomic(args.json, out.dump(2) + "\n");
+    }
+    return;
+  }
+  const RankerEvalResult r = EvaluateRanker(config, checkpoint, "data.valid", choice);
   fmt::print("checkpoint    {} (step {})\n", r.checkpoint.string(), r.step);
   fmt::print("data          {} ({} queries, {:.1f} s)\n", settings.data.valid, r.lists,
              r.seconds);
@@ -111,7 +129,8 @@ fs::path RunConfigOf(const fs::path& path) {
 void RegisterEval(CLI::App& app) {
   static EvalArgs args;
   auto* cmd = app.add_subcommand(
-      "eval", "Score held-out queries with a trained ranker: NDCG@k, MAP@10, MRR");
+      "eval", "Score held-out data with a trained model: a ranker's NDCG@k, MAP@10, MRR; a "
+              "GPT's loss and perplexity");
   AddCheckpointArgs(cmd, args.checkpoint, args.which);
   cmd->add_option("--data", args.data, "dataset to score (default: the config's data.valid)");
   cmd->add_option("--config", args.config, "config of the run (default: the run's config.yaml)");

@@ -111,6 +111,13 @@ void RunScore(const ScoreArgs& args) {
   const Settings settings = Settings::From(config);
   ApplyProcessPolicy(settings.train.torch_threads);
   SetLogLevel(settings.run.log_level);
+  if (settings.model.kind != "ranker") {
+    throw Error(ErrorKind::kUsage,
+                fmt::format("score is for rankers, and this run's model.kind is {}",
+                            settings.model.kind),
+                {.file = config_path.string(), .field = "model.kind"},
+                "for a GPT use topspin eval (loss, perplexity) or topspin generate");
+  }
   GroupCursor groups(args.data);
   AtomicFileWriter file(out);
   std::string buffer;

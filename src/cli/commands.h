@@ -20,6 +20,7 @@ void RegisterPipeline(CLI::App& app);
 void RegisterTrain(CLI::App& app);
 void RegisterEval(CLI::App& app);
 void RegisterScore(CLI::App& app);
+void RegisterGenerate(CLI::App& app);
 void RegisterCompletion(CLI::App& app);
 void RegisterProfile(CLI::App& app);
 void RegisterReport(CLI::App& app);

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   cli::RegisterTrain(app);
   cli::RegisterEval(app);
   cli::RegisterScore(app);
+  cli::RegisterGenerate(app);
   cli::RegisterProfile(app);
   cli::RegisterReport(app);
   cli::RegisterBench(app);

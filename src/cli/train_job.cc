@@ -93,9 +93,9 @@ int PrintResult(const TrainResult& r, const Settings& settings, const LaunchEnv&
       r.dense_params, zero > 0 ? fmt::format(", ZeRO-{}", zero) : "");
   fmt::print("checkpoint    {}\n", r.checkpoint.string());
   if (r.best_step >= 0) {
-    fmt::print("best          {} (valid {} {:.4f}; eval and score use it)\n",
+    fmt::print("best          {} (valid {} {:.4f}; {} use it)\n",
                (dir / "checkpoints" / fmt::format("step-{}", r.best_step)).string(), r.best_metric,
-               r.best_value);
+               r.best_value, settings.model.kind == "gpt" ? "eval and generate" : "eval and score");
   }
   if (!r.early_stop.empty()) fmt::print("stopped early at step {}: {}\n", r.step, r.early_stop);
   if (!r.stopped) return 0;

@@ -183,6 +183,7 @@ Manifest Convert(const std::vector<std::filesystem::path>& inputs, const ImportO
   writer.schema = schema;
   writer.label_column = options.label_column;
   writer.group_column = options.group_column;
+  writer.tokenizer = importer->tokenizer();
   DatasetWriter out(std::move(writer));
 
   const auto report = [&] {

@@ -226,6 +226,7 @@ struct DatasetWriter::Impl {
     m.label_column = options.label_column;
     m.group_column = options.group_column;
     m.created_by = options.created_by;
+    m.tokenizer = options.tokenizer;
     m.shards = shards;
     for (size_t c = 0; c < stats.size(); ++c) m.stats[options.schema[c].name] = stats[c].Finish();
     if (!options.group_column.empty()) m.group_stats = assembler.group_stats();

@@ -89,6 +89,7 @@ std::string Manifest::ToJson() const {
   j["format"] = manifest_json::kFormatName;
   j["version"] = version;
   j["created_by"] = created_by;
+  if (!tokenizer.empty()) j["tokenizer"] = tokenizer;
   j["rows"] = rows();
   j["bytes"] = bytes();
   j["raw_bytes"] = raw_bytes();

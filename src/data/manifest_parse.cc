@@ -33,11 +33,13 @@ class FieldReader {
   }
 
   // `j` must be an object with exactly the fields `keys`.
-  void CheckObject(const Json& j, const std::string& path,
-                   const std::vector<std::string>& keys) const {
+  // `j` has every one of `keys`, and nothing but those and `optional`.
+  void CheckObject(const Json& j, const std::string& path, const std::vector<std::string>& keys,
+                   const std::vector<std::string>& optional = {}) const {
     if (!j.is_object()) throw Bad(path, fmt::format("expected an object, got {}", j.type_name()));
     for (const auto& [key, value] : j.items()) {
       if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      if (std::find(optional.begin(), optional.end(), key) != optional.end()) continue;
       const auto guess = ClosestMatch(key, keys);
       throw DataError(fmt::format("unknown field \"{}\"", key),
                       ErrorWhere{.file = source_, .field = Field(path, key)},
@@ -312,10 +314,12 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& source) 
   }
   r.CheckObject(j, "",
                 {"format", "version", "created_by", "rows", "bytes", "raw_bytes", "label_column",
-                 "group_column", "schema", "group_stats", "shards", "stats"});
+                 "group_column", "schema", "group_stats", "shards", "stats"},
+                {"tokenizer"});
   Manifest m;
   m.version = static_cast<uint32_t>(version);
   m.created_by = r.String(j["created_by"], "created_by");
+  if (j.contains("tokenizer")) m.tokenizer = r.String(j["tokenizer"], "tokenizer");
   m.schema = ParseSchema(r, j["schema"]);
   m.label_column = r.String(j["label_column"], "label_column");
   m.group_column = r.String(j["group_column"], "group_column");

@@ -79,6 +79,11 @@ TEST(Manifest, RoundTripsExactly) {
   EXPECT_EQ(back.label_column, "label");
   EXPECT_EQ(back.group_column, "qid");
   EXPECT_EQ(back.created_by, m.created_by);
+  EXPECT_TRUE(back.tokenizer.empty());  // not written when unknown
+  EXPECT_EQ(text.find("tokenizer"), std::string::npos);
+  Manifest text_data = m;
+  text_data.tokenizer = "bytes";
+  EXPECT_EQ(Manifest::FromJson(text_data.ToJson(), "t.json").tokenizer, "bytes");
   ASSERT_EQ(back.shards.size(), 2u);
   EXPECT_EQ(back.shards[1].file, "shard-00001.tshard");
   EXPECT_EQ(back.shards[1].sha256, std::string(64, 'b'));

@@ -121,6 +121,12 @@ class TextImporter final : public Importer {
   std::string RowLocation(size_t row) const override {
     return row < locations_.size() ? locations_[row] : std::string();
   }
+  std::string tokenizer() const override {
+    constexpr std::string_view kSpm = "sentencepiece:";
+    const std::string name = tokenizer_->name();
+    if (!name.starts_with(kSpm)) return name;
+    return std::string(kSpm) + fs::absolute(name.substr(kSpm.size())).lexically_normal().string();
+  }
 
   bool Next(Table* chunk) override {
     *chunk = Table::Empty(schema_);

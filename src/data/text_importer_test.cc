@@ -132,6 +132,10 @@ TEST(TextImporter, SentencePieceTokensDecodeToTheDocument) {
   const std::string spec = "sentencepiece:" + (dir / "sp.model").string();
   const auto importer = OpenImporter({dir / "doc.txt"}, TextOptions(spec));
   EXPECT_EQ(importer->schema().front().dtype, DType::kTokensU16);
+  // The manifest names the model by its absolute path.
+  EXPECT_EQ(importer->tokenizer(),
+            "sentencepiece:" + fs::absolute(dir / "sp.model").lexically_normal().string());
+  EXPECT_EQ(OpenImporter({dir / "doc.txt"}, TextOptions())->tokenizer(), "bytes");
   const auto rows = ReadAll(*importer);
   ASSERT_EQ(rows.size(), 1u);
   const auto tokenizer = OpenTokenizer(spec);

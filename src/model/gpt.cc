@@ -23,12 +23,34 @@ struct Block : torch::nn::Module {
   // x [B, T, D] -> [B, T, D]. Causal attention through
   // scaled_dot_product_attention: LibTorch picks flash or memory-efficient
   // kernels on CUDA and a fused kernel on the CPU; no [T, T] mask is built.
-  torch::Tensor Forward(const torch::Tensor& x) {
+  // With `keys` and `values` (decoding), x's tokens follow the ones those
+  // hold, and are appended to them.
+  torch::Tensor Forward(const torch::Tensor& x, at::Tensor* keys = nullptr,
+                        at::Tensor* values = nullptr) {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / heads;
     const auto split = qkv->forward(ln1->forward(x)).view({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
-    const auto q = split[0], k = split[1], v = split[2];  // [B, H, T, hd]
-    const auto attended = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
-                                                           /*dropout_p=*/0.0, /*is_causal=*/true);
+    auto q = split[0], k = split[1], v = split[2];  // [B, H, T, hd]
+    int64_t past = 0;
+    if (keys != nullptr) {
+      if (keys->defined()) {
+        past = keys->size(2);
+        k = torch::cat({*keys, k}, 2);
+        v = torch::cat({*values, v}, 2);
+      }
+      *keys = k;
+      *values = v;
+    }
+    at::Tensor attended;
+    if (past == 0 || t == 1) {
+      // A single new token sees every earlier one: no mask at all.
+      attended = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                                  /*is_causal=*/past == 0);
+    } else {
+      // New token i sees the past and new tokens 0..i.
+      const auto rows = torch::arange(t, x.options().dtype(torch::kLong)).unsqueeze(1) + past;
+      const auto cols = torch::arange(past + t, x.options().dtype(torch::kLong)).unsqueeze(0);
+      attended = at::scaled_dot_product_attention(q, k, v, cols <= rows, 0.0, false);
+    }
     auto h = x + proj->forward(attended.transpose(1, 2).reshape({b, t, d}));
     return h + out->forward(torch::gelu(fc->forward(ln2->forward(h))));
   }
@@ -109,6 +131,25 @@ at::Tensor Gpt::Logits(const at::Tensor& tokens) const {
   x = net.ln_f->forward(x);
   auto logits = net.head ? net.head->forward(x) : torch::matmul(x, net.wte->weight.t());
   return hooks ? hooks->After(0, logits) : logits;
+}
+
+at::Tensor Gpt::Extend(const at::Tensor& tokens, KvCache& cache) const {
+  Net& net = *impl_->net;
+  const int64_t t = tokens.size(1), start = cache.length;
+  if (start + t > impl_->shape.context) {
+    throw InternalError(fmt::format("Gpt::Extend: {} + {} tokens for a context of {}", start, t,
+                                    impl_->shape.context));
+  }
+  cache.keys.resize(net.blocks.size());
+  cache.values.resize(net.blocks.size());
+  const auto positions = torch::arange(start, start + t, tokens.options().dtype(torch::kLong));
+  auto x = net.wte->forward(tokens) + net.wpe->forward(positions);
+  for (size_t l = 0; l < net.blocks.size(); ++l) {
+    x = net.blocks[l]->Forward(x, &cache.keys[l], &cache.values[l]);
+  }
+  cache.length = start + t;
+  x = net.ln_f->forward(x);
+  return net.head ? net.head->forward(x) : torch::matmul(x, net.wte->weight.t());
 }
 
 std::vector<std::vector<at::Tensor>> Gpt::Units(int64_t blocks_per_unit) {

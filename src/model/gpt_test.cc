@@ -49,6 +49,27 @@ TEST(Gpt, IsCausal) {
   EXPECT_THROW(gpt.Logits(torch::zeros({1, 13}, torch::kLong)), Error);
 }
 
+TEST(Gpt, DecodingWithTheKvCacheGivesTheFullForwardsLogits) {
+  Gpt gpt(Tiny(false), 4);
+  torch::NoGradGuard no_grad;
+  const auto tokens = torch::randint(37, {2, 12}, torch::kLong);
+  const auto full = gpt.Logits(tokens);
+  // A prompt of 5, then one token at a time; and 5 + a block of 4 + 3.
+  for (const std::vector<int64_t>& steps : {std::vector<int64_t>{5, 1, 1, 1, 1, 1, 1, 1},
+                                            std::vector<int64_t>{5, 4, 3}}) {
+    Gpt::KvCache cache;
+    int64_t at = 0;
+    for (const int64_t t : steps) {
+      const auto logits = gpt.Extend(tokens.narrow(1, at, t), cache);
+      EXPECT_TRUE(torch::allclose(logits, full.narrow(1, at, t), 1e-5, 1e-5)) << "at " << at;
+      at += t;
+    }
+    EXPECT_EQ(cache.length, 12);
+    EXPECT_EQ(cache.keys[0].size(2), 12);
+    EXPECT_THROW(gpt.Extend(tokens.narrow(1, 0, 1), cache), Error);  // past the context
+  }
+}
+
 TEST(Gpt, StartsNearUniformAndLearnsASequence) {
   Gpt gpt(Tiny(), 3);
   // A cycle 0, 1, ..., 36, 0, ...: each token predicts the next.

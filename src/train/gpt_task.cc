@@ -9,18 +9,25 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "topspin/core/error.h"
+#include "topspin/core/files.h"
+#include "topspin/core/log.h"
+#include "topspin/data/manifest.h"
 #include "topspin/ddp/zero3.h"
 #include "topspin/model/gpt.h"
 #include "topspin/pipeline/pipeline_config.h"
 #include "train/torch_device.h"
 #include "train/batch_copier.h"
+#include "train/gpt_parts.h"
 #include "train/task.h"
 
 namespace topspin {
 namespace {
+
+namespace fs = std::filesystem;
 
 // ZeRO-3's brackets in the GPT's forward.
 struct Zero3Hooks : Gpt::UnitHooks {
@@ -86,7 +93,8 @@ class GptTask final : public Task {
     popt.trace = c.trace;
     if (device_.cuda && settings_.pipeline.pinned_memory) popt.allocator = PinnedAllocator();
     train_ = std::make_unique<Pipeline>(LmSpec(settings_, "data.train"), popt, c.start);
-    if (c.rank == 0 && has_validation()) EvalPipeline();
+    if (c.rank == 0 && has_validation()) GptEvalPipeline(settings_, "data.valid");
+    tokenizer_ = TokenizerFiles::Of(settings_.data.train);
     gpt_ = std::make_unique<Gpt>(shape_, uint64_t(settings_.run.seed));
     gpt_->module().to(TorchDevice(device_));
   }
@@ -126,37 +134,19 @@ class GptTask final : public Task {
   // Mean next-token loss over data.valid's windows (train.eval_batches of
   // them, 0: all), and its perplexity.
   Evaluation Evaluate(const Precision& precision) override {
-    torch::NoGradGuard no_grad;
-    const auto valid = EvalPipeline();
-    const int64_t max_batches = settings_.train.eval_batches;
-    double sum = 0, count = 0;
-    int64_t n = 0;
-    while (BatchPtr b = valid->Next()) {
-      if (b->num_lists == 0) continue;
-      CheckTokens(*b, shape_.vocab, settings_, "data.valid");
-      const BatchTensors t = WrapHost(*b);
-      const at::Tensor windows = t.tokens.to(TorchDevice(device_), torch::kLong);
-      sum += precision.Run([&] { return gpt_->LossSum(windows); }).item<double>();
-      count += double(windows.size(0) * (windows.size(1) - 1));
-      if (max_batches > 0 && ++n >= max_batches) break;
-    }
-    const double loss = count > 0 ? sum / count : NAN;
-    return {{{"loss", loss}, {"perplexity", std::exp(loss)}},
-            fmt::format("loss {:.4f}, perplexity {:.2f} over {:.0f} tokens", loss, std::exp(loss),
-                        count)};
+    const auto valid = GptEvalPipeline(settings_, "data.valid");
+    const GptLoss l = GptValidLoss(*gpt_, *valid, precision, settings_.train.eval_batches,
+                                   device_, settings_, "data.valid");
+    return {{{"loss", l.loss}, {"perplexity", std::exp(l.loss)}},
+            fmt::format("loss {:.4f}, perplexity {:.2f} over {:.0f} tokens", l.loss,
+                        std::exp(l.loss), l.tokens)};
   }
 
   double TrainFlopsPerItem() const override { return TrainingFlopsPerToken(shape_); }
 
- private:
-  std::unique_ptr<Pipeline> EvalPipeline() const {
-    PipelineOptions o = PipelineOptionsFrom(settings_);
-    o.shuffle = ShuffleMode::kNone;
-    o.drop_last = false;
-    o.max_epochs = 1;
-    return std::make_unique<Pipeline>(LmSpec(settings_, "data.valid"), o);
-  }
+ void AddCheckpointFiles(CheckpointWriter& writer) const override { tokenizer_.AddTo(writer); }
 
+ private:
   const Settings& settings_;
   ComputeDevice device_;
   GptShape shape_;
@@ -165,10 +155,63 @@ class GptTask final : public Task {
   std::unique_ptr<Pipeline> train_;
   std::unique_ptr<Gpt> gpt_;
   std::unique_ptr<Zero3Hooks> hooks_;
+  TokenizerFiles tokenizer_;
   std::optional<DeviceBatch> batch_;
 };
 
 }  // namespace
+
+TokenizerFiles TokenizerFiles::Of(const std::string& dataset_dir) {
+  TokenizerFiles out;
+  const std::string spec = Manifest::Load(dataset_dir).tokenizer;
+  constexpr std::string_view kSpm = "sentencepiece:";
+  if (spec == "bytes") {
+    out.files[kTokenizerFile] = nlohmann::json{{"spec", "bytes"}}.dump() + "\n";
+  } else if (spec.starts_with(kSpm)) {
+    const fs::path model = spec.substr(kSpm.size());
+    if (!fs::exists(model)) {
+      spdlog::warn("{} was tokenized by {}, which is gone: checkpoints will hold no tokenizer "
+                   "(generate then needs --tokenizer)",
+                   dataset_dir, model.string());
+      return out;
+    }
+    out.files[kTokenizerFile] =
+        nlohmann::json{{"spec", "sentencepiece"}, {"file", kTokenizerModelFile}}.dump() + "\n";
+    out.files[kTokenizerModelFile] = ReadFile(model);
+  }
+  return out;
+}
+
+void TokenizerFiles::AddTo(CheckpointWriter& writer) const {
+  for (const auto& [name, bytes] : files) writer.AddFile(name, std::string_view(bytes));
+}
+
+std::unique_ptr<Pipeline> GptEvalPipeline(const Settings& settings,
+                                          const std::string& dataset_key) {
+  PipelineOptions o = PipelineOptionsFrom(settings);
+  o.shuffle = ShuffleMode::kNone;
+  o.drop_last = false;
+  o.max_epochs = 1;
+  return std::make_unique<Pipeline>(LmSpec(settings, dataset_key), o);
+}
+
+GptLoss GptValidLoss(const Gpt& gpt, Pipeline& pipeline, const Precision& precision,
+                     int64_t max_batches, const ComputeDevice& device, const Settings& settings,
+                     const std::string& dataset_key) {
+  torch::NoGradGuard no_grad;
+  double sum = 0, count = 0;
+  int64_t n = 0;
+  while (BatchPtr b = pipeline.Next()) {
+    if (b->num_lists == 0) continue;
+    CheckTokens(*b, gpt.shape().vocab, settings, dataset_key);
+    const BatchTensors t = WrapHost(*b);
+    const at::Tensor windows = t.tokens.to(TorchDevice(device), torch::kLong);
+    sum += precision.Run([&] { return gpt.LossSum(windows); }).item<double>();
+    count += double(windows.size(0) * (windows.size(1) - 1));
+    if (max_batches > 0 && ++n >= max_batches) break;
+  }
+  return {count > 0 ? sum / count : NAN, count};
+}
 
 std::unique_ptr<Task> MakeGptTask(const TaskContext& context) {
   return std::make_unique<GptTask>(context);

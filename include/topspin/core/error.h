@@ -60,6 +60,10 @@ class Error : public std::runtime_error {
   std::string hint_;
 };
 
+// What to do with a row or row group that cannot be read: stop with its
+// error, or skip it and count it (`--on-error`, pipeline.on_error).
+enum class OnError { kFail, kSkip };
+
 // Process exit codes of the CLI: 0 ok, 1 internal error, 2 user error.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;

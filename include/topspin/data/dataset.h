@@ -35,6 +35,7 @@ struct DatasetWriterOptions {
   int zstd_level = 3;                          // 0: uncompressed
   int threads = 1;                             // compression/stats threads
   std::string created_by;
+  std::string tokenizer;  // Manifest::tokenizer
 };
 
 class DatasetWriter {

@@ -28,11 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "topspin/core/error.h"
 #include "topspin/data/column.h"
 
 namespace topspin {
-
-enum class OnError { kFail, kSkip };
 
 struct ImportOptions {
   std::string format;               // csv | jsonl | letor | text
@@ -66,6 +65,9 @@ class Importer {
   // error messages of later stages (group contiguity).
   virtual std::string RowLocation(size_t row) const = 0;
   virtual const SkipReport& skipped() const = 0;
+  // The tokenizer spec a text importer encodes with, its model path
+  // absolute (Manifest::tokenizer); empty for other formats.
+  virtual std::string tokenizer() const { return {}; }
 };
 
 // Opens the right importer for options.format over the inputs, in order.

@@ -41,6 +41,9 @@ struct Manifest {
   std::map<std::string, ColumnStats> stats;  // by column name
   GroupStats group_stats;                    // groups == 0 without a group column
   std::string created_by;                    // "topspin 0.1.0 convert ..."
+  // Text datasets: the tokenizer that made column "tokens" ("bytes",
+  // "sentencepiece:/abs/path/m.model"); empty otherwise or when unknown.
+  std::string tokenizer;
   uint64_t rows() const;
   uint64_t bytes() const;
   uint64_t raw_bytes() const;

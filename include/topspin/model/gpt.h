@@ -36,6 +36,18 @@ class Gpt {
 
   // tokens [B, T] int64 with T <= context -> logits [B, T, vocab].
   at::Tensor Logits(const at::Tensor& tokens) const;
+
+  // Incremental decoding (generation): each block's keys and values
+  // [B, heads, length, d_model / heads] for the `length` tokens seen.
+  struct KvCache {
+    std::vector<at::Tensor> keys, values;
+    int64_t length = 0;
+  };
+  // Logits [B, t, vocab] of `tokens` [B, t] that follow the cache's
+  // tokens (at positions cache.length ..), which it then holds too; equal
+  // to the last t rows of Logits() over all the tokens. Error{kInternal}
+  // past the context (cache.length + t > context: start a new cache).
+  at::Tensor Extend(const at::Tensor& tokens, KvCache& cache) const;
   // Sum of the next-token cross-entropies of windows [B, T + 1]: inputs
   // [:, :T], targets [:, 1:]. A sum (not a mean), so data-parallel ranks
   // add their parts and divide by the global count once.

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "topspin/core/error.h"
 #include "topspin/data/manifest.h"
 #include "topspin/pipeline/batch.h"
 #include "topspin/pipeline/sample_order.h"
@@ -75,8 +76,6 @@ struct LanguageModelSpec {
   std::string column = "tokens";
   size_t seq_len = 256;  // T
 };
-
-enum class OnError { kFail, kSkip };
 
 struct PipelineOptions {
   int threads = 2;           // workers for read, decode, transform, assemble
