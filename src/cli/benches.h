@@ -115,6 +115,24 @@ BenchTable RunDistBench(const DistBenchOptions& options);
 GptShape BenchGptShape();
 
 
+struct TrainGptBenchOptions {
+  std::filesystem::path scratch;
+  std::filesystem::path peers = "bench/peers";
+  int64_t layers = 6, d_model = 384, heads = 6, context = 256;  // byte vocabulary (257)
+  int64_t batch = 8;  // sequences per step
+  int warmup = 3;     // untimed steps (torch.compile compiles in them)
+  int steps = 12;     // timed steps (rounded up to whole multiples of warmup)
+  int threads = 2;
+  bool bf16 = true;   // also the bf16 pass
+  uint64_t seed = 1;
+};
+
+// Our GPT training against nanoGPT's model and loop in PyTorch, eager and
+// torch.compile, fp32 and bf16: steady-state tokens/s, MFU against the
+// matmul peak, the loss after the same steps, and the parameter count
+// (the same model). Needs LibTorch.
+BenchTable RunTrainGptBench(const TrainGptBenchOptions& options);
+
 // Our ranker training against the same model in PyTorch (docs/s, NDCG@10)
 // and XGBoost rank:ndcg (NDCG@10), plus our compute floor. Needs LibTorch.
 BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& options);

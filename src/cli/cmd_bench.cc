@@ -166,6 +166,43 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   ranker_cmd->callback([] { Report(RunTrainRankerBench(ranker), args); });
 
+  static TrainGptBenchOptions gpt;
+  gpt.scratch = data.scratch;
+  auto* gpt_cmd = bench->add_subcommand(
+      "train-gpt",
+      "GPT training vs nanoGPT in PyTorch (eager and torch.compile, fp32 and bf16), with MFU");
+  gpt_cmd->add_option("--json", args.json_path, "also write the table as JSON to this file");
+  gpt_cmd->add_option("--layers", gpt.layers, "transformer blocks")
+      ->check(CLI::Range(int64_t{1}, int64_t{256}))
+      ->capture_default_str();
+  gpt_cmd->add_option("--d-model", gpt.d_model, "residual width")
+      ->check(CLI::Range(int64_t{8}, int64_t{65536}))
+      ->capture_default_str();
+  gpt_cmd->add_option("--heads", gpt.heads, "attention heads (divide --d-model)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+      ->capture_default_str();
+  gpt_cmd->add_option("--context", gpt.context, "tokens per sequence")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+      ->capture_default_str();
+  gpt_cmd->add_option("--batch", gpt.batch, "sequences per step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  gpt_cmd->add_option("--warmup", gpt.warmup, "untimed steps before the timed ones")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  gpt_cmd->add_option("--steps", gpt.steps, "timed steps")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  gpt_cmd->add_option("--threads", gpt.threads, "LibTorch threads for us and the peer")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  gpt_cmd->add_flag("--bf16,!--no-bf16", gpt.bf16, "also compare in bf16 autocast (default on)");
+  gpt_cmd->add_option("--peers", gpt.peers, "directory of the Python peers")
+      ->capture_default_str();
+  gpt_cmd->add_option("--scratch", gpt.scratch, "where inputs are generated")
+      ->capture_default_str();
+  gpt_cmd->callback([] { Report(RunTrainGptBench(gpt), args); });
+
   static DistBenchOptions dist;
   dist.scratch = data.scratch;
   auto* dist_cmd = bench->add_subcommand(

@@ -206,6 +206,13 @@ Schema BuildSchema() {
             .max = int64_t{1} << 24,
             .doc = "GPT vocabulary size (257: the byte tokenizer); the data's token ids must "
                    "be below it"})
+      .Add({.key = "model.gpt.vocab_multiple",
+            .type = VT::kInt,
+            .default_value = int64_t{1},
+            .min = 1,
+            .max = 4096,
+            .doc = "pad the embedding and head rows to a multiple of this (64: 50257 -> 50304, "
+                   "whole tiles for GPU matmuls); padded ids are never data or sampled"})
       .Add({.key = "model.gpt.context",
             .type = VT::kInt,
             .default_value = int64_t{128},
@@ -489,7 +496,8 @@ ModelConfig ModelConfig::From(const Config& c) {
                   .d_model = c.GetInt("model.gpt.d_model"),
                   .heads = c.GetInt("model.gpt.heads"),
                   .d_ff = c.GetInt("model.gpt.d_ff"),
-                  .tied_embeddings = c.GetBool("model.gpt.tied_embeddings")}};
+                  .tied_embeddings = c.GetBool("model.gpt.tied_embeddings"),
+                  .vocab_multiple = c.GetInt("model.gpt.vocab_multiple")}};
 }
 
 OptimConfig OptimConfig::From(const Config& c) {

@@ -108,9 +108,10 @@ GenerateResult GenerateText(const Config& config, const fs::path& checkpoint,
                 "--tokenizer sentencepiece:MODEL");
   }
   const GptShape& shape = m.gpt->shape();
-  if (int64_t(tokenizer->vocab_size()) > shape.vocab) {
+  if (int64_t(tokenizer->vocab_size()) > settings.model.gpt.vocab) {
     throw ConfigError(fmt::format("tokenizer {} has {} ids, more than the model's vocabulary ({})",
-                                  tokenizer->name(), tokenizer->vocab_size(), shape.vocab),
+                                  tokenizer->name(), tokenizer->vocab_size(),
+                                  settings.model.gpt.vocab),
                       ErrorWhere{.field = "model.gpt.vocab"},
                       "pass the tokenizer the training data was converted with");
   }
@@ -155,8 +156,10 @@ GenerateResult GenerateText(const Config& config, const fs::path& checkpoint,
       logits = precision.Run([&] { return m.gpt->Extend(as_tensor(tokens.size() - 1), cache); });
     }
     const at::Tensor last = logits.select(1, -1).squeeze(0).to(torch::kCPU, torch::kFloat).contiguous();
-    const int64_t next = SampleToken({last.data_ptr<float>(), size_t(last.numel())}, o.sampling,
-                                     rng.NextDouble());
+    // Only the tokenizer's ids: padded rows (model.gpt.vocab_multiple) are
+    // never drawn.
+    const int64_t next = SampleToken({last.data_ptr<float>(), size_t(tokenizer->vocab_size())},
+                                     o.sampling, rng.NextDouble());
     const auto eot = tokenizer->end_of_text();
     if (o.stop_at_end_of_text && eot && next == int64_t(*eot)) {
       r.ended = true;
@@ -164,7 +167,6 @@ GenerateResult GenerateText(const Config& config, const fs::path& checkpoint,
     }
     tokens.push_back(next);
     ++r.new_tokens;
-    if (next >= int64_t(tokenizer->vocab_size())) continue;  // a padded id: no text
     generated.push_back(uint32_t(next));
     r.text = tokenizer->Decode(generated);
     const size_t ready = CompleteUtf8(r.text);

@@ -70,7 +70,8 @@ void CheckTokens(const Batch& b, int64_t vocab, const Settings& settings,
 }  // namespace
 
 GptShape GptShapeFromConfig(const GptModelConfig& gpt) {
-  return {.vocab = gpt.vocab,
+  const int64_t m = std::max<int64_t>(1, gpt.vocab_multiple);
+  return {.vocab = (gpt.vocab + m - 1) / m * m,
           .context = gpt.context,
           .layers = gpt.layers,
           .d_model = gpt.d_model,
@@ -113,7 +114,7 @@ class GptTask final : public Task {
       const PhaseTimer timer = phases.Time("data_wait");
       b = train_->Next();
     }
-    CheckTokens(*b, shape_.vocab, settings_, "data.train");
+    CheckTokens(*b, settings_.model.gpt.vocab, settings_, "data.train");
     batch_ = copier_.Copy(std::move(b));
     if (device_.cuda) copier_.Use(*batch_, *phases.device);
   }
@@ -203,7 +204,7 @@ GptLoss GptValidLoss(const Gpt& gpt, Pipeline& pipeline, const Precision& precis
   int64_t n = 0;
   while (BatchPtr b = pipeline.Next()) {
     if (b->num_lists == 0) continue;
-    CheckTokens(*b, gpt.shape().vocab, settings, dataset_key);
+    CheckTokens(*b, settings.model.gpt.vocab, settings, dataset_key);
     const BatchTensors t = WrapHost(*b);
     const at::Tensor windows = t.tokens.to(TorchDevice(device), torch::kLong);
     sum += precision.Run([&] { return gpt.LossSum(windows); }).item<double>();
@@ -227,7 +228,7 @@ std::vector<std::string> CheckGptConfig(const Settings& settings) {
   for (const char* key : {"data.train", "data.valid"}) {
     if (settings.data.Dir(key).empty()) continue;
     Pipeline p(LmSpec(settings, key), PipelineOptionsFrom(settings));
-    if (BatchPtr b = p.Next()) CheckTokens(*b, shape.vocab, settings, key);  // the first batch
+    if (BatchPtr b = p.Next()) CheckTokens(*b, settings.model.gpt.vocab, settings, key);  // the first batch
     out.push_back(fmt::format("{}: {} windows of {} tokens", key, p.samples_per_epoch(),
                               shape.context + 1));
   }

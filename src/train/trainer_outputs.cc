@@ -45,7 +45,7 @@ double MeasureMatmulPeak(const ComputeDevice& device, bool bf16) {
   const int64_t n = device.cuda ? 4096 : 1024;
   const auto o = torch::TensorOptions()
                      .device(TorchDevice(device))
-                     .dtype(device.cuda && bf16 ? torch::kBFloat16 : torch::kFloat);
+                     .dtype(bf16 ? torch::kBFloat16 : torch::kFloat);
   const auto a = torch::randn({n, n}, o), b = torch::randn({n, n}, o);
   (void)torch::mm(a, b);  // warm up
   double best = 0;

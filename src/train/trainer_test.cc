@@ -14,6 +14,8 @@
 #include <torch/torch.h>
 
 #include "core/test_util.h"
+#include "topspin/plan/transformer_cost.h"
+#include "train/task.h"
 #include "train/train_test_util.h"
 #include "topspin/core/config_schema.h"
 #include "topspin/core/error.h"
@@ -148,6 +150,13 @@ TEST(GptTrainer, ConfigCheckNamesWhatIsWrong) {
     EXPECT_EQ(e.where().field, "pipeline.dense");
     EXPECT_EQ(e.where().file, "--set pipeline.dense=[\"a: log1p\"]");
   }
+  // A padded vocabulary adds rows, not ids: 257 -> 320 rows of the
+  // embedding (and the tied head).
+  const Config padded = GptConfig({"model.gpt.vocab_multiple=64", "train.steps=3", "data.valid="});
+  const GptShape shape = GptShapeFromConfig(Settings::From(padded).model.gpt);
+  EXPECT_EQ(shape.vocab, 320);
+  EXPECT_EQ(Train(padded, {.run_dir = testing::TempDir().path()}).dense_params,
+            ParameterCount(shape));
   // ZeRO-3 is for several ranks; one process trains as ZeRO-0.
   EXPECT_EQ(Train(GptConfig({"dist.zero=3", "train.steps=3", "data.valid="}),
                   {.run_dir = testing::TempDir().path()})

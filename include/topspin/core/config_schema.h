@@ -69,6 +69,7 @@ struct GptModelConfig {
   int64_t heads = 0;
   int64_t d_ff = 0;  // 0: 4 x d_model
   bool tied_embeddings = true;
+  int64_t vocab_multiple = 1;  // the model's rows: vocab rounded up to a multiple of this
 };
 
 struct ModelConfig {

@@ -77,9 +77,9 @@ class ReleaseQueue {
 };
 
 // The peaks MFU, the roofline and the benchmarks' compute floor are
-// measured against (one probe for all of them): dense matmul FLOP/s, fp32
-// on the CPU's LibTorch threads (1024^3), on a GPU in the precision the
-// run computes in (bf16, or fp32 with TF32 off; 4096^3); and the memory
+// measured against (one probe for all of them): dense matmul FLOP/s in the
+// precision the run computes in (bf16, or fp32 with TF32 off), on the
+// CPU's LibTorch threads (1024^3) or the GPU (4096^3); and the memory
 // bandwidth (read + write bytes per second) of a 64 MiB copy.
 double MeasureMatmulPeak(const ComputeDevice& device, bool bf16);
 double MeasureCopyBandwidth(const ComputeDevice& device);

@@ -1,0 +1,167 @@
+// bench train-gpt: our GPT training (`model.kind: gpt` through the trainer
+// core) against the same model and optimizer in PyTorch as nanoGPT writes
+// it (bench/peers/gpt_pytorch.py), eager and torch.compile, in fp32 and
+// bf16, in the same run, with MFU against the matmul peak measured here.
+#include "cli/benches.h"
+#include "topspin/core/error.h"
+
+#ifdef TOPSPIN_HAVE_TORCH
+
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "cli/run_command.h"
+#include "topspin/core/config_schema.h"
+#include "topspin/core/files.h"
+#include "topspin/data/convert.h"
+#include "topspin/data/gen_text.h"
+#include "topspin/data/importer.h"
+#include "topspin/train/device.h"
+#include "topspin/train/trainer.h"
+
+namespace topspin::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Steady-state tokens/s of a run logged every `warmup` steps: the `timed`
+// steps after the first `warmup` (a multiple of it), from the records'
+// times; the last step, which checkpoints, is left out.
+double SteadyTokensPerSecond(const fs::path& run, int warmup, int timed, double tokens_per_step) {
+  std::ifstream in(run / "metrics.jsonl");
+  std::map<int64_t, double> time_at;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) time_at[j.at("step").get<int64_t>()] = j.at("time").get<double>();
+  }
+  const auto a = time_at.find(warmup), b = time_at.find(warmup + timed);
+  if (a == time_at.end() || b == time_at.end() || b->second <= a->second) {
+    throw InternalError(fmt::format("bench train-gpt: {} lacks the records of steps {} and {}",
+                                    (run / "metrics.jsonl").string(), warmup, warmup + timed));
+  }
+  return double(timed) * tokens_per_step / (b->second - a->second);
+}
+
+GptShape TrainGptBenchShape(const TrainGptBenchOptions& o) {
+  return {.vocab = 257, .context = o.context, .layers = o.layers, .d_model = o.d_model,
+          .heads = o.heads, .d_ff = 4 * o.d_model, .tied_embeddings = true};
+}
+
+}  // namespace
+
+BenchTable RunTrainGptBench(const TrainGptBenchOptions& o) {
+  fs::create_directories(o.scratch);
+  const fs::path corpus = o.scratch / "bench-gpt-corpus.txt", data = o.scratch / "bench-gpt-data";
+  for (const auto& p : {corpus, data}) fs::remove_all(p);
+  const GptShape shape = TrainGptBenchShape(o);
+  const int passes = o.bf16 ? 2 : 1;
+  BenchStages stages("train-gpt", 1 + 3 * passes);
+  stages.Begin("data: gen text, byte tokens");
+  const TextCorpusSummary text = WriteTextCorpus(corpus, TextCorpusOptions{});
+  Convert({corpus}, ImportOptions{.format = "text"},
+          DatasetWriterOptions{.out = data, .threads = 1}, /*sort_groups=*/false, {});
+
+  // PaLM's and nanoGPT's count, as the issue states it: 6 N + 12 L d T
+  // (N every parameter, the tied head once).
+  const double n_params = double(ParameterCount(shape));
+  const double flops_per_token =
+      6 * n_params + 12.0 * double(shape.layers * shape.d_model * shape.context);
+  const double tokens_per_step = double(o.batch * shape.context);
+  // The timed steps are whole log windows of `warmup` steps.
+  const int timed = (o.steps + o.warmup - 1) / o.warmup * o.warmup;
+  const int steps = o.warmup + timed + 1;
+  torch::set_num_threads(o.threads);
+
+  BenchTable t{"train-gpt", "", {}};
+  double peak_fp32 = 0, peak_bf16 = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    const bool bf16 = pass == 1;
+    const char* precision = bf16 ? "bf16" : "fp32";
+    const fs::path run = o.scratch / fmt::format("bench-gpt-run-{}", precision);
+    fs::remove_all(run);
+    // AdamW without weight decay on both sides (ours decays every
+    // parameter, nanoGPT the matrices only: with none the maths is one).
+    const std::string yaml = fmt::format(R"yaml(
+run: {{seed: {}}}
+data: {{train: "{}"}}
+pipeline: {{threads: 1, batch_size: {}, shuffle: global}}
+model:
+  kind: gpt
+  gpt: {{vocab: {}, context: {}, layers: {}, d_model: {}, heads: {}}}
+optim: {{lr: 0.0006, beta2: 0.95, weight_decay: 0.0, schedule: constant, warmup_steps: 0,
+         clip_norm: 1.0}}
+train: {{steps: {}, log_every: {}, eval_every: 0, checkpoint_every: 0, precision: {},
+         torch_threads: {}}}
+)yaml",
+                                         o.seed, data.string(), o.batch, shape.vocab,
+                                         shape.context, shape.layers, shape.d_model, shape.heads,
+                                         steps, o.warmup, precision, o.threads);
+    stages.Begin(fmt::format("ours ({}): {} steps", precision, steps));
+    const Config config = Config::Parse(yaml, "<bench train-gpt>", {}, TopspinSchema());
+    ApplyProcessPolicy(o.threads);
+    const TrainResult ours = Train(config, {.run_dir = run});
+    const double ours_tps = SteadyTokensPerSecond(run, o.warmup, timed, tokens_per_step);
+    fs::remove_all(run);
+    const double peak = MeasureMatmulPeak(ComputeDevice{}, bf16);
+    (bf16 ? peak_bf16 : peak_fp32) = peak;
+
+    nlohmann::json peers[2];
+    for (const bool compiled : {false, true}) {
+      stages.Begin(fmt::format("PyTorch peer ({}, {})", compiled ? "torch.compile" : "eager",
+                               precision));
+      const fs::path script = o.peers / "gpt_pytorch.py";
+      peers[compiled] = nlohmann::json::parse(RunPeer(
+          fmt::format("{} '{}' '{}' --layers {} --d-model {} --heads {} --context {} --vocab {} "
+                      "--batch {} --steps {} --warmup {} --threads {} --seed {} "
+                      "--weight-decay 0{}{} 2>&1",
+                      PeerPython(), script.string(), corpus.string(), shape.layers, shape.d_model,
+                      shape.heads, shape.context, shape.vocab, o.batch, timed, o.warmup,
+                      o.threads, o.seed, bf16 ? " --bf16" : "", compiled ? " --compile" : ""),
+          script.string()));
+    }
+    const std::string name = fmt::format("GPT training {}", precision);
+    t.rows.push_back({name, ours_tps, "PyTorch eager (nanoGPT)",
+                      peers[0]["tokens_per_s"].get<double>(), "tokens/s"});
+    t.rows.push_back({name, ours_tps, "PyTorch torch.compile",
+                      peers[1]["tokens_per_s"].get<double>(), "tokens/s"});
+    // ours / floor is the MFU.
+    t.rows.push_back({name, ours_tps, fmt::format("matmul peak {:.0f} GFLOP/s", peak / 1e9),
+                      peak / flops_per_token, "tokens/s"});
+    t.rows.push_back({fmt::format("last-step loss ({}; ours step {}, peer {})", precision, steps,
+                                  steps - 1),
+                      ours.last_loss, "PyTorch eager",
+                      peers[0]["last_loss"].get<double>(), "nats", Better::kLower});
+    if (pass == 0) {
+      t.rows.push_back({"parameters", n_params, "PyTorch (same model)",
+                        peers[0]["params"].get<double>(), ""});
+    }
+  }
+  t.setup = fmt::format(
+      "GPT {} layers x {} wide, {} heads, context {}, byte vocabulary {}, tied head ({:.2f}M "
+      "parameters); batch {} sequences, {} warm-up + {} timed steps, {} threads; AdamW lr 6e-4 "
+      "(0.9, 0.95), no weight decay, clip 1; data: {} MB of gen text (byte tokens). FLOPs per "
+      "token 6N + 12 L d T = {:.1f} M; MFU = ours / the matmul-peak row (fp32 peak {:.0f} "
+      "GFLOP/s{}). The peer draws nanoGPT's random windows, we the pipeline's shuffled ones.",
+      shape.layers, shape.d_model, shape.heads, shape.context, shape.vocab, n_params / 1e6,
+      o.batch, o.warmup, timed, o.threads, double(text.bytes) / 1e6, flops_per_token / 1e6,
+      peak_fp32 / 1e9, o.bf16 ? fmt::format(", bf16 {:.0f}", peak_bf16 / 1e9) : "");
+  for (const auto& p : {corpus, data}) fs::remove_all(p);
+  return t;
+}
+
+}  // namespace topspin::cli
+
+#else
+
+namespace topspin::cli {
+BenchTable RunTrainGptBench(const TrainGptBenchOptions&) {
+  throw Error(ErrorKind::kUsage, "bench train-gpt needs the LibTorch build", {},
+              "run scripts/install-deps.sh (the torch wheel into .venv/) and rebuild");
+}
+}  // namespace topspin::cli
+
+#endif
