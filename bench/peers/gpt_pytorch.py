@@ -16,7 +16,8 @@ loss, as nanoGPT's ctx.
 happens in the warm-up steps, which are never timed.
 
 Prints one JSON object: {"tokens_per_s", "seconds", "steps", "params",
-"first_loss", "last_loss", "compiled", "dtype", "fused_adamw"}.
+"first_loss", "last_loss", "mean_loss" (over the timed steps), "compiled",
+"dtype", "fused_adamw"}.
 usage: gpt_pytorch.py TOKENS_FILE [--layers 6] [--d-model 384] [--heads 6]
        [--context 256] [--vocab 257] [--batch 8] [--steps 20] [--warmup 3]
        [--lr 6e-4] [--threads 2] [--seed 1] [--bf16] [--compile] [--device cpu]
@@ -150,13 +151,16 @@ def main():
         loss = step()
         first = loss if first is None else first
     start = time.perf_counter()
+    timed = []
     for _ in range(a.steps):
         loss = step()
         first = loss if first is None else first
+        timed.append(loss)
     seconds = time.perf_counter() - start
     print(json.dumps({"tokens_per_s": a.steps * a.batch * a.context / seconds,
                       "seconds": seconds, "steps": a.steps, "params": params,
-                      "first_loss": first, "last_loss": loss, "compiled": a.compile,
+                      "first_loss": first, "last_loss": loss,
+                      "mean_loss": sum(timed) / len(timed), "compiled": a.compile,
                       "dtype": str(dtype).replace("torch.", ""), "fused_adamw": fused}))
 
 
