@@ -35,7 +35,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_stages=(env unpack configure build version test-cuda train-data train-gpu train-cpu
-            train-compare test bench-train-ranker bench-pipeline)
+            train-compare test bench-train-ranker bench-train-gpt bench-pipeline)
 
 for arg in "$@"; do
   case "$arg" in
@@ -690,6 +690,12 @@ stage_bench_train_ranker() {
   run_bench train-ranker --queries 2000 --valid-queries 500 --epochs 1 --batch 32 --threads 8 \
     --xgb-rounds 50
 }
+# The GPT target of the GPT issue: GPT-2 124M at context 1024 in bf16
+# against nanoGPT eager and torch.compile on the same GPU.
+stage_bench_train_gpt() {
+  run_bench train-gpt --layers 12 --d-model 768 --heads 12 --context 1024 --batch 8 \
+    --warmup 3 --steps 12 --scratch "$work/bench"
+}
 stage_bench_pipeline() {
   run_bench pipeline --queries 2000 --threads 4 --peer-workers 0 --lm-tokens 1048576 \
     --seq-len 256 --scratch "$work/bench"
@@ -712,6 +718,7 @@ stage train-cpu            60   15
 stage train-compare        15    2
 stage test                100   20
 stage bench-train-ranker   60   20
+stage bench-train-gpt     120   40
 stage bench-pipeline       50   20
 
 # Keep what comes back small: long logs keep their head and tail.

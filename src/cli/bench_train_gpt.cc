@@ -105,11 +105,11 @@ model:
 optim: {{lr: 0.0006, beta2: 0.95, weight_decay: 0.0, schedule: constant, warmup_steps: 0,
          clip_norm: 1.0}}
 train: {{steps: {}, log_every: {}, eval_every: 0, checkpoint_every: 0, precision: {},
-         torch_threads: {}}}
+         torch_threads: {}, device: {}}}
 )yaml",
                                          o.seed, data.string(), o.batch, shape.vocab,
                                          shape.context, shape.layers, shape.d_model, shape.heads,
-                                         steps, o.warmup, precision, o.threads);
+                                         steps, o.warmup, precision, o.threads, o.device);
     stages.Begin(fmt::format("ours ({}): {} steps", precision, steps));
     const Config config = Config::Parse(yaml, "<bench train-gpt>", {}, TopspinSchema());
     ApplyProcessPolicy(o.threads);
@@ -117,7 +117,7 @@ train: {{steps: {}, log_every: {}, eval_every: 0, checkpoint_every: 0, precision
     const Steady steady = SteadyState(run, o.warmup, timed, tokens_per_step);
     const double ours_tps = steady.tokens_per_s;
     fs::remove_all(run);
-    const double peak = MeasureMatmulPeak(ComputeDevice{}, bf16);
+    const double peak = MeasureMatmulPeak(ResolveDevice(o.device, VisibleGpus(), 0), bf16);
     (bf16 ? peak_bf16 : peak_fp32) = peak;
 
     nlohmann::json peers[2];
@@ -128,10 +128,11 @@ train: {{steps: {}, log_every: {}, eval_every: 0, checkpoint_every: 0, precision
       peers[compiled] = nlohmann::json::parse(RunPeer(
           fmt::format("{} '{}' '{}' --layers {} --d-model {} --heads {} --context {} --vocab {} "
                       "--batch {} --steps {} --warmup {} --threads {} --seed {} "
-                      "--weight-decay 0{}{} 2>&1",
+                      "--weight-decay 0 --device {}{}{} 2>&1",
                       PeerPython(), script.string(), corpus.string(), shape.layers, shape.d_model,
                       shape.heads, shape.context, shape.vocab, o.batch, timed, o.warmup,
-                      o.threads, o.seed, bf16 ? " --bf16" : "", compiled ? " --compile" : ""),
+                      o.threads, o.seed, o.device, bf16 ? " --bf16" : "",
+                      compiled ? " --compile" : ""),
           script.string()));
     }
     const std::string name = fmt::format("GPT training {}", precision);
@@ -155,12 +156,13 @@ train: {{steps: {}, log_every: {}, eval_every: 0, checkpoint_every: 0, precision
   }
   t.setup = fmt::format(
       "GPT {} layers x {} wide, {} heads, context {}, byte vocabulary {}, tied head ({:.2f}M "
-      "parameters); batch {} sequences, {} warm-up + {} timed steps, {} threads; AdamW lr 6e-4 "
+      "parameters) on the {}; batch {} sequences, {} warm-up + {} timed steps, {} threads; AdamW "
+      "lr 6e-4 "
       "(0.9, 0.95), no weight decay, clip 1; data: {} MB of gen text (byte tokens). FLOPs per "
       "token 6N + 12 L d T = {:.1f} M; MFU = ours / the matmul-peak row (fp32 peak {:.0f} "
       "GFLOP/s{}). The peer draws nanoGPT's random windows, we the pipeline's shuffled ones.",
       shape.layers, shape.d_model, shape.heads, shape.context, shape.vocab, n_params / 1e6,
-      o.batch, o.warmup, timed, o.threads, double(text.bytes) / 1e6, flops_per_token / 1e6,
+      o.device, o.batch, o.warmup, timed, o.threads, double(text.bytes) / 1e6, flops_per_token / 1e6,
       peak_fp32 / 1e9, o.bf16 ? fmt::format(", bf16 {:.0f}", peak_bf16 / 1e9) : "");
   for (const auto& p : {corpus, data}) fs::remove_all(p);
   return t;

@@ -124,6 +124,7 @@ struct TrainGptBenchOptions {
   int steps = 12;     // timed steps (rounded up to whole multiples of warmup)
   int threads = 2;
   bool bf16 = true;   // also the bf16 pass
+  std::string device = "cpu";  // train.device for us, --device for the peer
   uint64_t seed = 1;
 };
 

@@ -197,6 +197,9 @@ void RegisterBench(CLI::App& app) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   gpt_cmd->add_flag("--bf16,!--no-bf16", gpt.bf16, "also compare in bf16 autocast (default on)");
+  gpt_cmd->add_option("--device", gpt.device, "where we and the PyTorch peer train")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   gpt_cmd->add_option("--peers", gpt.peers, "directory of the Python peers")
       ->capture_default_str();
   gpt_cmd->add_option("--scratch", gpt.scratch, "where inputs are generated")
