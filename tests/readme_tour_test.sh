@@ -42,6 +42,7 @@ for cmd in "${commands[@]}"; do
   cmd=${cmd//.venv\/bin\/torchrun/$src/.venv/bin/torchrun}
   extra=()
   case "$cmd" in
+    "topspin demo gpt"*) extra=(--steps 20) ;;
     "topspin demo"*) extra=(--queries 600 --set train.steps=60 --set train.eval_every=30
                             --set train.checkpoint_every=0) ;;
     *"--extend"*) extra=("${small_train[@]}" --set train.steps=30) ;;  # past the first run's 20

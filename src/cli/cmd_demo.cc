@@ -213,7 +213,11 @@ void RegisterDemo(CLI::App& app) {
   demo->add_option("--queries", args.queries, "queries of synthetic product-search data")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
       ->capture_default_str();
-  demo->callback([] { RunDemo(args); });
+  RegisterDemoGpt(*demo);
+  demo->callback([demo] {
+    if (demo->got_subcommand("gpt")) return;  // `topspin demo gpt` ran its own job
+    RunDemo(args);
+  });
 }
 
 }  // namespace topspin::cli

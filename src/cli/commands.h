@@ -12,6 +12,8 @@ namespace topspin::cli {
 void RegisterVersion(CLI::App& app);
 void RegisterConfig(CLI::App& app);
 void RegisterDemo(CLI::App& app);
+// `topspin demo gpt`, under the demo subcommand (cmd_demo_gpt.cc).
+void RegisterDemoGpt(CLI::App& demo);
 void RegisterGen(CLI::App& app);
 void RegisterConvert(CLI::App& app);
 void RegisterInspect(CLI::App& app);
