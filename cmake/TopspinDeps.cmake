@@ -66,7 +66,8 @@ if(NOT TOPSPIN_WITH_TORCH STREQUAL "OFF")
   endif()
 endif()
 
-# zstd: Debian ships a CMake package; sentencepiece only a pkg-config file.
+# zstd: Debian ships a CMake package; sentencepiece and PCRE2 only
+# pkg-config files.
 find_package(zstd REQUIRED)
 if(TARGET zstd::libzstd_shared)
   add_library(topspin_zstd ALIAS zstd::libzstd_shared)
@@ -75,3 +76,6 @@ else()
 endif()
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+# PCRE2 (8-bit, with its JIT on x86-64 and arm64): GPT-2's pre-tokenization
+# pattern, with Unicode properties, for the gpt2:DIR tokenizer.
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)

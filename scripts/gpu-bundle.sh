@@ -24,15 +24,18 @@ limit_bytes=$((40 * 1024 * 1024))
 dev_packages=(
   libfmt-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libzstd-dev libxxhash-dev libsentencepiece-dev
+  libpcre2-dev  # the gpt2:DIR tokenizer's pattern (libpcre2-8; -dev pulls in all widths)
   libgloo-dev  # headers only: ProcessGroupGloo.hpp (in the torch wheel) includes gloo/*.h
 )
-runtime_packages=(libfmt9 libspdlog1.10 libyaml-cpp0.7 libzstd1 libxxhash0 libsentencepiece0)
+runtime_packages=(libfmt9 libspdlog1.10 libyaml-cpp0.7 libzstd1 libxxhash0 libsentencepiece0
+                  libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3)
 # pkg-config for FindPkgConfig (sentencepiece), used only when the image has none.
 tool_packages=(pkgconf pkgconf-bin libpkgconf3)
 # Dependencies deliberately left out: the C/C++ runtime comes with the image's
-# g++; the rest is not needed to build or run topspin (libgloo0: Gloo's code
-# is inside libtorch_cpu; catch2/googletest: sources only).
-assumed_on_image=(libc6 libgcc-s1 libstdc++6)
+# g++ (libc-dev: libc6-dev, which libpcre2-dev asks for); the rest is not
+# needed to build or run topspin (libgloo0: Gloo's code is inside
+# libtorch_cpu; catch2/googletest: sources only).
+assumed_on_image=(libc6 libgcc-s1 libstdc++6 libc-dev libc6-dev)
 not_needed=(libgloo0 libhiredis-dev libibverbs-dev catch2 googletest)
 
 while [ $# -gt 0 ]; do

@@ -25,8 +25,11 @@ torch_pin="torch==2.11.0"
 nvcc_pins=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88
            nvidia-cuda-cccl==13.0.85)
 # The test that reads topspin's TensorBoard event files with TensorBoard's
-# own reader (src/perf/metrics_sink_test.cc).
-test_pips=(tensorboard)
+# own reader (src/perf/metrics_sink_test.cc), and the one that checks the
+# gpt2:DIR tokenizer against Hugging Face's (tests/bpe_vs_hf.py), and
+# GPT-2 import/export against transformers (tests/gpt2_transformers_test.py),
+# pinned to the versions those tests were written against.
+test_pips=(tensorboard tokenizers==0.23.3 transformers==5.24.0 safetensors==0.8.0)
 # Peers measured by `topspin bench` in the same run, on the same torch.
 bench_pips=(numpy pandas xgboost)
 
@@ -37,6 +40,7 @@ build_packages=(
   libgloo-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libzstd-dev libxxhash-dev libsentencepiece-dev
+  libpcre2-dev  # the gpt2:DIR tokenizer's pre-tokenization pattern
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2  # tests/cli_test.sh: the two-host test in network namespaces
   procps  # tests/cli_test.sh: pgrep, to check that no rank is left behind

@@ -113,6 +113,31 @@ expect 0 "docs/s" -- "$bin" pipeline demo --set data.train="$tmp/ds" --epochs 2
 expect 2 'did you mean \"price\"' -- "$bin" pipeline demo --set data.train="$tmp/ds" \
   --set 'pipeline.dense=["pricee: log1p"]'
 expect 2 "data.train is not set" -- "$bin" pipeline demo
+# tokenizer encode / decode, for every spec. A GPT-2 BPE directory: the 256
+# byte tokens, "Ġt", "Ġth" and <|endoftext|> (tests/bpe_vs_hf.py checks
+# trained ones against Hugging Face).
+mkdir -p "$tmp/gpt2-tok"
+python3 - "$tmp/gpt2-tok" <<'PY'
+import json, sys
+printable = [*range(33, 127), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+chars = {b: chr(b) for b in printable}
+chars.update({b: chr(256 + n) for n, b in enumerate(b for b in range(256) if b not in chars)})
+vocab = {chars[b]: b for b in range(256)}
+vocab.update({"\u0120t": 256, "\u0120th": 257, "<|endoftext|>": 258})
+open(sys.argv[1] + "/vocab.json", "w").write(json.dumps(vocab))
+open(sys.argv[1] + "/merges.txt", "w").write("#version: 0.2\n\u0120 t\n\u0120t h\n")
+PY
+expect 0 "^72 105 33$" -- bash -c "printf 'Hi!' | '$bin' tokenizer encode"
+expect 0 "^\[97,257,101,46\]$" -- bash -c "printf 'a the.' | '$bin' tokenizer encode --json --tokenizer 'gpt2:$tmp/gpt2-tok' -"
+expect 0 "^a the\.$" -- bash -c "echo '[97, 257, 258, 101, 46]' | '$bin' tokenizer decode --tokenizer 'gpt2:$tmp/gpt2-tok'"
+printf 'caf\xe9\n' >"$tmp/latin1.txt"
+expect 2 "latin1.txt: byte 3: cannot encode text that is not valid UTF-8" -- \
+  "$bin" tokenizer encode --tokenizer "gpt2:$tmp/gpt2-tok" "$tmp/latin1.txt"
+expect 2 "nope/vocab.json: GPT-2 tokenizer file not found|nope: GPT-2 tokenizer directory not found" -- \
+  "$bin" tokenizer encode --tokenizer "gpt2:$tmp/nope" "$tmp/latin1.txt"
+expect 2 "token 259 \(position 1\)" -- bash -c "echo '1 259' | '$bin' tokenizer decode --tokenizer 'gpt2:$tmp/gpt2-tok'"
+expect 2 '"x1" is not a token id' -- bash -c "echo '1 x1' | '$bin' tokenizer decode"
+expect 2 'did you mean "gpt2:DIR"' -- "$bin" tokenizer encode --tokenizer "gpt:$tmp/gpt2-tok" "$tmp/latin1.txt"
 # Training: kill -9 at a random moment (maybe mid-checkpoint), resume, and
 # the final parameters are bitwise those of a run never interrupted.
 if "$bin" version | grep -q "libtorch  *[0-9]"; then
@@ -277,6 +302,13 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   expect 0 "valid/loss" -- cat "$tmp/gpt/best.json"
   expect 2 "model.gpt.vocab" -- "$bin" config check "$src/configs/gpt.yaml" \
     --set data.train="$tmp/text" --set model.gpt.vocab=100
+  # The GPT-2 configs, tiny to 1.5B, are valid.
+  for size in tiny 124m 350m 774m 1.5b; do
+    expect 0 "" -- "$bin" config check "$src/configs/gpt2-$size.yaml" --set data.train="$tmp/text"
+  done
+  # A model of the other path through the switches: composed AdamW.
+  expect 0 "trained       6 steps" -- "$bin" "${gpt_args[@]}" --set optim.fused=false \
+    --run-dir "$tmp/gpt-unfused"
   # Generation and evaluation of the ZeRO-3 run's (gathered) best checkpoint:
   # the same seed, the same text; stdout is the prompt and the text alone.
   gen_args=(generate "$tmp/gpt" --prompt "The " --max-new-tokens 24 --seed 7 --temperature 1)
@@ -303,6 +335,15 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   rm "$tmp/spm.model"
   expect 0 "tokenizer sentencepiece:.*gpt-spm/checkpoints/step-6/tokenizer.model" -- \
     "$bin" generate "$tmp/gpt-spm" --prompt "The " --max-new-tokens 8
+  # So do a GPT-2 BPE's vocab.json and merges.txt.
+  cp -r "$tmp/gpt2-tok" "$tmp/gpt2-tok-copy"
+  expect 0 "" -- "$bin" convert "$tmp/corpus.txt" --format text \
+    --tokenizer "gpt2:$tmp/gpt2-tok-copy" --out "$tmp/text-gpt2"
+  expect 0 "trained       6 steps" -- "$bin" "${gpt_args[@]}" --set data.train="$tmp/text-gpt2" \
+    --set data.valid= --set model.gpt.vocab=259 --run-dir "$tmp/gpt-gpt2"
+  rm -r "$tmp/gpt2-tok-copy"
+  expect 0 "tokenizer gpt2:.*gpt-gpt2/checkpoints/step-6" -- \
+    "$bin" generate "$tmp/gpt-gpt2" --prompt "The " --max-new-tokens 8
 
   # Data parallel: two local ranks; then a torchrun-style launch (RANK,
   # WORLD_SIZE, MASTER_* by hand: a TCP store); then a rank killed mid-run

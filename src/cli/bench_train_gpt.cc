@@ -61,6 +61,57 @@ GptShape TrainGptBenchShape(const TrainGptBenchOptions& o) {
           .heads = o.heads, .d_ff = 4 * o.d_model, .tied_embeddings = true};
 }
 
+// Our run of `shape` on `data` in `precision` with config `overrides`
+// (the speed-up switches): steady-state tokens/s and mean loss.
+Steady RunOurs(const TrainGptBenchOptions& o, const fs::path& data, const GptShape& shape,
+               const char* precision, const std::vector<std::string>& overrides, int steps,
+               int timed, double tokens_per_step) {
+  const fs::path run = o.scratch / fmt::format("bench-gpt-run-{}", precision);
+  fs::remove_all(run);
+  // AdamW without weight decay on both sides (ours decays every
+  // parameter, nanoGPT the matrices only: with none the maths is one).
+  const std::string yaml = fmt::format(R"yaml(
+run: {{seed: {}}}
+data: {{train: "{}"}}
+pipeline: {{threads: 1, batch_size: {}, shuffle: global}}
+model:
+  kind: gpt
+  gpt: {{vocab: {}, context: {}, layers: {}, d_model: {}, heads: {}}}
+optim: {{lr: 0.0006, beta2: 0.95, weight_decay: 0.0, schedule: constant, warmup_steps: 0,
+         clip_norm: 1.0}}
+train: {{steps: {}, log_every: {}, eval_every: 0, checkpoint_every: 0, precision: {},
+         torch_threads: {}, device: {}}}
+)yaml",
+                                       o.seed, data.string(), o.batch, shape.vocab, shape.context,
+                                       shape.layers, shape.d_model, shape.heads, steps, o.warmup,
+                                       precision, o.threads, o.device);
+  const Config config = Config::Parse(yaml, "<bench train-gpt>", overrides, TopspinSchema());
+  ApplyProcessPolicy(o.threads);
+  Train(config, {.run_dir = run});
+  const Steady steady = SteadyState(run, o.warmup, timed, tokens_per_step);
+  fs::remove_all(run);
+  return steady;
+}
+
+// The speed-ups docs/BENCHMARKS.md measures on and off: the config keys
+// that turn each off (the default is on). TF32, pinned copies and CUDA
+// graphs act on CUDA only; bf16 has rows of its own.
+struct Switch {
+  const char* name;
+  std::vector<std::string> off;
+};
+const std::vector<Switch>& Switches() {
+  static const std::vector<Switch> kSwitches = {
+      {"causal mask on the fly (is_causal) vs stored", {"model.gpt.attention=sdpa_mask"}},
+      {"fused attention (SDPA) vs composed", {"model.gpt.attention=composed"}},
+      {"fused LayerNorm + GELU vs composed", {"model.gpt.fused_ops=false"}},
+      {"fused AdamW vs composed ops", {"optim.fused=false"}},
+      {"vocabulary padded to 64 vs not", {}},  // on: vocab_multiple 64; off: as it is
+      {"TF32 matmuls vs fp32 (CUDA)", {"train.tf32=false"}},
+  };
+  return kSwitches;
+}
+
 }  // namespace
 
 BenchTable RunTrainGptBench(const TrainGptBenchOptions& o) {
@@ -69,7 +120,8 @@ BenchTable RunTrainGptBench(const TrainGptBenchOptions& o) {
   for (const auto& p : {corpus, data}) fs::remove_all(p);
   const GptShape shape = TrainGptBenchShape(o);
   const int passes = o.bf16 ? 2 : 1;
-  BenchStages stages("train-gpt", 1 + 3 * passes);
+  BenchStages stages("train-gpt", 1 + 3 * passes +
+                                      (o.switches ? int(Switches().size()) : 0));
   stages.Begin("data: gen text, byte tokens");
   const TextCorpusSummary text = WriteTextCorpus(corpus, TextCorpusOptions{});
   Convert({corpus}, ImportOptions{.format = "text"},
@@ -91,32 +143,9 @@ BenchTable RunTrainGptBench(const TrainGptBenchOptions& o) {
   for (int pass = 0; pass < passes; ++pass) {
     const bool bf16 = pass == 1;
     const char* precision = bf16 ? "bf16" : "fp32";
-    const fs::path run = o.scratch / fmt::format("bench-gpt-run-{}", precision);
-    fs::remove_all(run);
-    // AdamW without weight decay on both sides (ours decays every
-    // parameter, nanoGPT the matrices only: with none the maths is one).
-    const std::string yaml = fmt::format(R"yaml(
-run: {{seed: {}}}
-data: {{train: "{}"}}
-pipeline: {{threads: 1, batch_size: {}, shuffle: global}}
-model:
-  kind: gpt
-  gpt: {{vocab: {}, context: {}, layers: {}, d_model: {}, heads: {}}}
-optim: {{lr: 0.0006, beta2: 0.95, weight_decay: 0.0, schedule: constant, warmup_steps: 0,
-         clip_norm: 1.0}}
-train: {{steps: {}, log_every: {}, eval_every: 0, checkpoint_every: 0, precision: {},
-         torch_threads: {}, device: {}}}
-)yaml",
-                                         o.seed, data.string(), o.batch, shape.vocab,
-                                         shape.context, shape.layers, shape.d_model, shape.heads,
-                                         steps, o.warmup, precision, o.threads, o.device);
     stages.Begin(fmt::format("ours ({}): {} steps", precision, steps));
-    const Config config = Config::Parse(yaml, "<bench train-gpt>", {}, TopspinSchema());
-    ApplyProcessPolicy(o.threads);
-    Train(config, {.run_dir = run});
-    const Steady steady = SteadyState(run, o.warmup, timed, tokens_per_step);
+    const Steady steady = RunOurs(o, data, shape, precision, {}, steps, timed, tokens_per_step);
     const double ours_tps = steady.tokens_per_s;
-    fs::remove_all(run);
     const double peak = MeasureMatmulPeak(ResolveDevice(o.device, VisibleGpus(), 0), bf16);
     (bf16 ? peak_bf16 : peak_fp32) = peak;
 
@@ -152,6 +181,21 @@ train: {{steps: {}, log_every: {}, eval_every: 0, checkpoint_every: 0, precision
     if (pass == 0) {
       t.rows.push_back({"parameters", n_params, "PyTorch (same model)",
                         peers[0]["params"].get<double>(), ""});
+    }
+  }
+  if (o.switches) {
+    // Each switch off against all on (fp32), back to back.
+    for (const Switch& sw : Switches()) {
+      const bool cuda_only = std::string_view(sw.name).ends_with("(CUDA)");
+      if (cuda_only && o.device == "cpu") continue;
+      const bool padding = sw.off.empty();
+      const std::vector<std::string> on =
+          padding ? std::vector<std::string>{"model.gpt.vocab_multiple=64"} : std::vector<std::string>{};
+      stages.Begin(fmt::format("switch: {}", sw.name));
+      const double with = RunOurs(o, data, shape, "fp32", on, steps, timed, tokens_per_step).tokens_per_s;
+      const double without =
+          RunOurs(o, data, shape, "fp32", sw.off, steps, timed, tokens_per_step).tokens_per_s;
+      t.rows.push_back({fmt::format("switch: {}", sw.name), with, "off", without, "tokens/s"});
     }
   }
   t.setup = fmt::format(

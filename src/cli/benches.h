@@ -126,6 +126,7 @@ struct TrainGptBenchOptions {
   bool bf16 = true;   // also the bf16 pass
   std::string device = "cpu";  // train.device for us, --device for the peer
   uint64_t seed = 1;
+  bool switches = false;  // also each speed-up switch off against on (fp32, ours only)
 };
 
 // Our GPT training against nanoGPT's model and loop in PyTorch, eager and

@@ -197,6 +197,9 @@ void RegisterBench(CLI::App& app) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   gpt_cmd->add_flag("--bf16,!--no-bf16", gpt.bf16, "also compare in bf16 autocast (default on)");
+  gpt_cmd->add_flag("--switches", gpt.switches,
+                    "also run ours with each speed-up switched off (attention, fused ops, fused "
+                    "AdamW, vocabulary padding; TF32 on CUDA) against all on, in fp32");
   gpt_cmd->add_option("--device", gpt.device, "where we and the PyTorch peer train")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

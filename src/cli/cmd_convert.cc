@@ -204,7 +204,7 @@ void RegisterConvert(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--sort-groups", args.sort_groups,
                 "regroup rows whose groups are not contiguous (holds all rows in memory)");
-  cmd->add_option("--tokenizer", args.tokenizer, "text: bytes | sentencepiece:MODEL")
+  cmd->add_option("--tokenizer", args.tokenizer, "text: bytes | sentencepiece:MODEL | gpt2:DIR")
       ->capture_default_str();
   cmd->callback([] { RunConvert(args); });
 }

@@ -40,6 +40,7 @@ struct GenerateArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string json;
+  std::string prompt_logits;
 };
 
 void RunGenerate(const GenerateArgs& args) {
@@ -60,7 +61,8 @@ void RunGenerate(const GenerateArgs& args) {
                     .tokenizer = args.tokenizer,
                     .stop_at_end_of_text = !args.no_stop,
                     .choice = args.which == "latest" ? CheckpointChoice::kLatest
-                                                     : CheckpointChoice::kBest};
+                                                     : CheckpointChoice::kBest,
+                    .prompt_logits = args.prompt_logits};
   fmt::print("{}", args.prompt);
   std::fflush(stdout);
   const GenerateResult r = GenerateText(config, checkpoint, o, [](std::string_view piece) {
@@ -82,6 +84,8 @@ void RunGenerate(const GenerateArgs& args) {
                              {"text", r.text},
                              {"prompt_tokens", r.prompt_tokens},
                              {"new_tokens", r.new_tokens},
+                             {"prompt_ids", r.prompt_ids},
+                             {"ids", r.new_ids},
                              {"ended", r.ended},
                              {"seed", args.seed},
                              {"temperature", args.temperature},
@@ -121,13 +125,17 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--seed", args.seed, "sampling seed: the same seed gives the same text")
       ->capture_default_str();
   cmd->add_option("--tokenizer", args.tokenizer,
-                  "bytes or sentencepiece:MODEL (default: the checkpoint's own)");
+                  "bytes, sentencepiece:MODEL or gpt2:DIR (default: the checkpoint's own)");
   cmd->add_flag("--no-stop", args.no_stop,
                 "go on past the end-of-text token (default: stop when the model ends the document)");
   cmd->add_option("--config", args.config, "config of the run (default: the run's config.yaml)");
   cmd->add_option("--set", args.overrides, "override a key, e.g. --set train.device=cpu")
       ->allow_extra_args(false);
-  cmd->add_option("--json", args.json, "also write the text and its statistics as JSON");
+  cmd->add_option("--json", args.json,
+                  "also write the text, its token ids and its statistics as JSON");
+  cmd->add_option("--prompt-logits", args.prompt_logits,
+                  "write the logits of the prompt's positions to this safetensors file (tensor "
+                  "\"logits\" [tokens, vocab] float32), to compare with another implementation");
   cmd->callback([] { RunGenerate(args); });
 }
 

@@ -23,6 +23,8 @@ void RegisterTrain(CLI::App& app);
 void RegisterEval(CLI::App& app);
 void RegisterScore(CLI::App& app);
 void RegisterGenerate(CLI::App& app);
+// `topspin import gpt2` and `topspin export gpt2` (cmd_gpt2.cc).
+void RegisterGpt2(CLI::App& app);
 void RegisterCompletion(CLI::App& app);
 void RegisterProfile(CLI::App& app);
 void RegisterReport(CLI::App& app);

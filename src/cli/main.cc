@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   cli::RegisterEval(app);
   cli::RegisterScore(app);
   cli::RegisterGenerate(app);
+  cli::RegisterGpt2(app);
   cli::RegisterProfile(app);
   cli::RegisterReport(app);
   cli::RegisterBench(app);

@@ -190,7 +190,12 @@ Schema BuildSchema() {
             .default_value = 0.1,
             .min = 0,
             .max = 1,
-            .doc = "final learning rate as a fraction of lr"});
+            .doc = "final learning rate as a fraction of lr"})
+      .Add({.key = "optim.fused",
+            .type = VT::kBool,
+            .default_value = true,
+            .doc = "AdamW in one pass over the flat buffers (own loop on the CPU, LibTorch's "
+                   "fused kernel on CUDA); false: the composed tensor ops, one pass each"});
   s.Section("model", "The model: which workload (model.kind), the ranker's shape and loss, "
                      "the GPT's shape (model.gpt).")
       .Add({.key = "model.kind",
@@ -247,6 +252,23 @@ Schema BuildSchema() {
             .type = VT::kBool,
             .default_value = true,
             .doc = "the GPT's output head shares the token embedding"})
+      .Add({.key = "model.gpt.gelu",
+            .type = VT::kString,
+            .default_value = std::string("exact"),
+            .choices = {"exact", "tanh"},
+            .doc = "the MLP's GELU: exact (erf, nanoGPT's) or tanh (GPT-2's approximation, "
+                   "Hugging Face's gelu_new)"})
+      .Add({.key = "model.gpt.attention",
+            .type = VT::kString,
+            .default_value = std::string("sdpa"),
+            .choices = {"sdpa", "sdpa_mask", "composed"},
+            .doc = "training attention: sdpa (scaled_dot_product_attention, causal mask never "
+                   "made: flash or memory-efficient on CUDA), sdpa_mask (the same with a stored "
+                   "mask), composed (matmul, mask, softmax, matmul)"})
+      .Add({.key = "model.gpt.fused_ops",
+            .type = VT::kBool,
+            .default_value = true,
+            .doc = "LibTorch's LayerNorm and GELU kernels (false: composed from elementwise ops)"})
       .Add({.key = "model.embedding_dim",
             .type = VT::kInt,
             .default_value = int64_t{16},
@@ -367,6 +389,11 @@ Schema BuildSchema() {
             .choices = {"fp32", "bf16"},
             .doc = "forward matmuls in bf16 under autocast (fp32 master weights, losses and "
                    "optimizer); docs/TRAINING.md says when it pays"})
+      .Add({.key = "train.tf32",
+            .type = VT::kBool,
+            .default_value = true,
+            .doc = "CUDA: float32 matmuls on TF32 tensor cores (Ampere and newer); no effect on "
+                   "the CPU"})
       .Add({.key = "train.device",
             .type = VT::kString,
             .default_value = std::string("auto"),
@@ -497,7 +524,10 @@ ModelConfig ModelConfig::From(const Config& c) {
                   .heads = c.GetInt("model.gpt.heads"),
                   .d_ff = c.GetInt("model.gpt.d_ff"),
                   .tied_embeddings = c.GetBool("model.gpt.tied_embeddings"),
-                  .vocab_multiple = c.GetInt("model.gpt.vocab_multiple")}};
+                  .vocab_multiple = c.GetInt("model.gpt.vocab_multiple"),
+                  .gelu = c.GetString("model.gpt.gelu"),
+                  .attention = c.GetString("model.gpt.attention"),
+                  .fused_ops = c.GetBool("model.gpt.fused_ops")}};
 }
 
 OptimConfig OptimConfig::From(const Config& c) {
@@ -513,7 +543,8 @@ OptimConfig OptimConfig::From(const Config& c) {
           .sparse = c.GetString("optim.sparse"),
           .sparse_lr = c.GetFloat("optim.sparse_lr"),
           .clip_norm = c.GetFloat("optim.clip_norm"),
-          .grad_accum = c.GetInt("optim.grad_accum")};
+          .grad_accum = c.GetInt("optim.grad_accum"),
+          .fused = c.GetBool("optim.fused")};
 }
 
 TrainConfig TrainConfig::From(const Config& c) {
@@ -529,6 +560,7 @@ TrainConfig TrainConfig::From(const Config& c) {
           .max_bad_steps = c.GetInt("train.max_bad_steps"),
           .eval_batches = c.GetInt("train.eval_batches"),
           .precision = c.GetString("train.precision"),
+          .tf32 = c.GetBool("train.tf32"),
           .device = c.GetString("train.device"),
           .torch_threads = c.GetInt("train.torch_threads")};
 }

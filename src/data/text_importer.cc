@@ -6,19 +6,22 @@
 //     file:line:column and the byte offset of the first bad byte; with
 //     on_error skip the whole document is skipped and counted under
 //     "invalid UTF-8".
-//   - The tokenizer is ImportOptions::tokenizer ("bytes" or
-//     "sentencepiece:MODEL"); the document's tokens are followed by the
-//     tokenizer's end-of-text token when it has one.
+//   - The tokenizer is ImportOptions::tokenizer ("bytes",
+//     "sentencepiece:MODEL" or "gpt2:DIR"); the document's tokens are
+//     followed by the tokenizer's end-of-text token when it has one.
 //   - Output: one column "tokens", tokens_u16 when the vocabulary has at
 //     most 65536 ids, else tokens_u32 (column_types {"tokens": tokens_u32}
 //     forces u32). Each row is one document; a document longer than
 //     kMaxTextRowTokens (1 << 20) tokens continues in further rows of at
 //     most that many tokens (the end-of-text token is in its last row).
-//   - Documents are tokenized in pieces of about 1 MiB that end at a line
-//     break (or, for a longer line, at a character boundary), so memory
-//     stays bounded for any file size. With byte-level or line-respecting
+//   - Documents are tokenized in pieces of at most 1 MiB that end at a line
+//     break, preferably one between two printable non-space characters
+//     (or, for a longer line, at a character boundary), so memory stays
+//     bounded for any file size. With byte-level or line-respecting
 //     tokenizers (TrainSentencePiece models) this equals tokenizing the
-//     whole document at once.
+//     whole document at once, and with gpt2 too wherever each half MiB of
+//     text has such a line break (natural text does; a cut elsewhere can
+//     split a run of whitespace that the whole text splits differently).
 //   - Chunks hold up to chunk_rows rows and stop early past about 16M
 //     tokens. No label or group column: setting either is Error{kConfig}.
 #include <algorithm>
@@ -72,10 +75,27 @@ void CheckOptions(const std::vector<fs::path>& inputs, const ImportOptions& opti
   }
 }
 
-// The end of the tokenization piece that starts at `begin`.
+// Whether the line break at text[i] sits between two printable ASCII
+// characters other than space. Cut after it, every tokenizer sees the
+// pieces it sees in the whole text: a line end for SentencePiece, and for
+// GPT-2's pattern a "\n" that is a piece of its own. Next to whitespace
+// it is not: "a  \nb" is "a", "  ", "\n", "b", but "a  \n" cut off there
+// ends in the piece "  \n".
+bool CleanLineBreak(std::string_view text, size_t i) {
+  const auto printable = [](char c) { return c > ' ' && c < 0x7F; };
+  return i > 0 && i + 1 < text.size() && printable(text[i - 1]) && printable(text[i + 1]);
+}
+
+// The end of the tokenization piece that starts at `begin`: after the last
+// clean line break in the second half of the window, else after its last
+// line break.
 size_t SegmentEnd(std::string_view text, size_t begin) {
   if (text.size() - begin <= kSegmentBytes) return text.size();
   const std::string_view window = text.substr(begin, kSegmentBytes);
+  for (size_t i = window.rfind('\n'); i != std::string_view::npos && i >= kSegmentBytes / 2;
+       i = i > 0 ? window.rfind('\n', i - 1) : std::string_view::npos) {
+    if (CleanLineBreak(text, begin + i)) return begin + i + 1;
+  }
   const size_t newline = window.rfind('\n');
   if (newline != std::string_view::npos) return begin + newline + 1;
   size_t end = begin + kSegmentBytes;  // a very long line: cut between characters

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "data/gpt2_bpe_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "topspin/core/error.h"
 #include "topspin/core/strings.h"
@@ -11,6 +12,7 @@ namespace topspin {
 namespace {
 
 constexpr std::string_view kSentencePiecePrefix = "sentencepiece:";
+constexpr std::string_view kGpt2Prefix = "gpt2:";
 
 class BytesTokenizer final : public Tokenizer {
  public:
@@ -41,6 +43,17 @@ class BytesTokenizer final : public Tokenizer {
   std::string name() const override { return "bytes"; }
 };
 
+// A suggestion for a spec that names no tokenizer; "sentencpiece:m.model"
+// is compared by its name before the ':'.
+std::string UnknownSpecHint(const std::string& spec) {
+  const std::string name = spec.substr(0, spec.find(':'));
+  const auto guess = ClosestMatch(name, {"bytes", "sentencepiece", "gpt2"});
+  if (!guess) return R"(use "bytes", "sentencepiece:MODEL" or "gpt2:DIR")";
+  if (*guess == "bytes") return R"(did you mean "bytes"?)";
+  if (*guess == "sentencepiece") return R"(did you mean "sentencepiece:MODEL"?)";
+  return R"(did you mean "gpt2:DIR"?)";
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> OpenTokenizer(const std::string& spec) {
@@ -53,11 +66,15 @@ std::unique_ptr<Tokenizer> OpenTokenizer(const std::string& spec) {
     }
     return data_internal::OpenSentencePieceTokenizer(model);
   }
-  const auto guess = ClosestMatch(spec, {"bytes", "sentencepiece"});
-  throw ConfigError(fmt::format("unknown tokenizer \"{}\"", spec), {},
-                    guess == "bytes" ? "did you mean \"bytes\"?"
-                    : guess          ? "did you mean \"sentencepiece:MODEL\"?"
-                                     : "use \"bytes\" or \"sentencepiece:MODEL\"");
+  if (spec.starts_with(kGpt2Prefix)) {
+    const std::string dir = spec.substr(kGpt2Prefix.size());
+    if (dir.empty()) {
+      throw ConfigError("tokenizer \"gpt2:\" names no directory", {},
+                        "write gpt2:DIR, DIR holding vocab.json and merges.txt");
+    }
+    return data_internal::OpenGpt2BpeTokenizer(dir);
+  }
+  throw ConfigError(fmt::format("unknown tokenizer \"{}\"", spec), {}, UnknownSpecHint(spec));
 }
 
 }  // namespace topspin

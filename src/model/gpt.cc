@@ -1,6 +1,7 @@
 #include "topspin/model/gpt.h"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -10,8 +11,22 @@
 namespace topspin {
 namespace {
 
+// LayerNorm over the last dimension, composed (GptKernels::fused_ops off).
+at::Tensor ComposedLayerNorm(const torch::nn::LayerNorm& ln, const at::Tensor& x) {
+  const auto mean = x.mean(-1, /*keepdim=*/true);
+  const auto var = (x - mean).pow(2).mean(-1, /*keepdim=*/true);
+  return (x - mean) * torch::rsqrt(var + 1e-5) * ln->weight + ln->bias;
+}
+
+at::Tensor ComposedGelu(const at::Tensor& x, bool tanh) {
+  if (tanh) {
+    return 0.5 * x * (1 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x.pow(3))));
+  }
+  return 0.5 * x * (1 + torch::erf(x * M_SQRT1_2));
+}
+
 struct Block : torch::nn::Module {
-  Block(const GptShape& s) : heads(s.heads) {
+  Block(const GptShape& s) : heads(s.heads), gelu(s.gelu_tanh ? "tanh" : "none") {
     ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.d_model})));
     qkv = register_module("qkv", torch::nn::Linear(s.d_model, 3 * s.d_model));
     proj = register_module("proj", torch::nn::Linear(s.d_model, s.d_model));
@@ -25,10 +40,17 @@ struct Block : torch::nn::Module {
   // kernels on CUDA and a fused kernel on the CPU; no [T, T] mask is built.
   // With `keys` and `values` (decoding), x's tokens follow the ones those
   // hold, and are appended to them.
+  // `kernels` (training forwards) picks the attention and the LayerNorm
+  // and GELU implementations; `mask` is the stored causal mask those that
+  // want one use.
   torch::Tensor Forward(const torch::Tensor& x, at::Tensor* keys = nullptr,
-                        at::Tensor* values = nullptr) {
+                        at::Tensor* values = nullptr, const GptKernels& kernels = {},
+                        const at::Tensor& mask = {}) {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / heads;
-    const auto split = qkv->forward(ln1->forward(x)).view({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
+    const auto norm = [&](torch::nn::LayerNorm& ln, const at::Tensor& in) {
+      return kernels.fused_ops ? ln->forward(in) : ComposedLayerNorm(ln, in);
+    };
+    const auto split = qkv->forward(norm(ln1, x)).view({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
     auto q = split[0], k = split[1], v = split[2];  // [B, H, T, hd]
     int64_t past = 0;
     if (keys != nullptr) {
@@ -41,7 +63,15 @@ struct Block : torch::nn::Module {
       *values = v;
     }
     at::Tensor attended;
-    if (past == 0 || t == 1) {
+    using A = GptKernels::Attention;
+    if (keys == nullptr && kernels.attention == A::kSdpaMask) {
+      attended = at::scaled_dot_product_attention(q, k, v, mask.narrow(0, 0, t).narrow(1, 0, t));
+    } else if (keys == nullptr && kernels.attention == A::kComposed) {
+      auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(hd));
+      scores = scores.masked_fill(mask.narrow(0, 0, t).narrow(1, 0, t).logical_not(),
+                                  -std::numeric_limits<float>::infinity());
+      attended = torch::matmul(torch::softmax(scores, -1), v);
+    } else if (past == 0 || t == 1) {
       // A single new token sees every earlier one: no mask at all.
       attended = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                   /*is_causal=*/past == 0);
@@ -52,10 +82,13 @@ struct Block : torch::nn::Module {
       attended = at::scaled_dot_product_attention(q, k, v, cols <= rows, 0.0, false);
     }
     auto h = x + proj->forward(attended.transpose(1, 2).reshape({b, t, d}));
-    return h + out->forward(torch::gelu(fc->forward(ln2->forward(h))));
+    const auto hidden = fc->forward(norm(ln2, h));
+    return h + out->forward(kernels.fused_ops ? torch::gelu(hidden, gelu)
+                                              : ComposedGelu(hidden, gelu[0] == 't'));
   }
 
   int64_t heads;
+  const char* gelu;  // torch::gelu's approximate: "tanh" | "none"
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc{nullptr}, out{nullptr};
 };
@@ -84,6 +117,8 @@ struct Net : torch::nn::Module {
 struct Gpt::Impl {
   GptShape shape;
   std::shared_ptr<Net> net;
+  GptKernels kernels;
+  at::Tensor mask;  // [context, context] bool, lower triangle; made for kernels that store it
   UnitHooks* hooks = nullptr;
   int64_t blocks_per_unit = 1;
 };
@@ -125,10 +160,10 @@ at::Tensor Gpt::Logits(const at::Tensor& tokens) const {
   for (int64_t l = 0; l < layers; ++l) {
     const size_t unit = size_t(1 + l / per_unit);
     if (hooks && l % per_unit == 0) hooks->Before(unit);
-    x = net.blocks[size_t(l)]->Forward(x);
+    x = net.blocks[size_t(l)]->Forward(x, nullptr, nullptr, impl_->kernels, impl_->mask);
     if (hooks && ((l + 1) % per_unit == 0 || l + 1 == layers)) x = hooks->After(unit, x);
   }
-  x = net.ln_f->forward(x);
+  x = impl_->kernels.fused_ops ? net.ln_f->forward(x) : ComposedLayerNorm(net.ln_f, x);
   auto logits = net.head ? net.head->forward(x) : torch::matmul(x, net.wte->weight.t());
   return hooks ? hooks->After(0, logits) : logits;
 }
@@ -182,6 +217,18 @@ at::Tensor Gpt::LossSum(const at::Tensor& windows) const {
       logits.reshape({-1, impl_->shape.vocab}), windows.narrow(1, 1, t).reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
+
+void Gpt::SetKernels(const GptKernels& kernels) {
+  impl_->kernels = kernels;
+  impl_->mask = at::Tensor();
+  if (kernels.attention != GptKernels::Attention::kSdpa) {
+    const auto device = impl_->net->wte->weight.device();
+    const int64_t c = impl_->shape.context;
+    impl_->mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
+  }
+}
+
+const GptKernels& Gpt::kernels() const { return impl_->kernels; }
 
 torch::nn::Module& Gpt::module() { return *impl_->net; }
 const GptShape& Gpt::shape() const { return impl_->shape; }

@@ -33,6 +33,49 @@ TEST(Gpt, HasExactlyTheParametersThePlannerCounts) {
   EXPECT_THROW(Gpt(bad, 1), Error);
 }
 
+// Every speed-up switch computes the same function: logits and gradients
+// of the fused path (SDPA is_causal, LibTorch's LayerNorm and GELU) and of
+// each other path agree to float rounding, for either GELU.
+TEST(Gpt, EveryKernelChoiceComputesTheSameModel) {
+  using A = GptKernels::Attention;
+  for (const bool tanh : {false, true}) {
+    GptShape shape = Tiny();
+    shape.gelu_tanh = tanh;
+    Gpt gpt(shape, 4);
+    const auto tokens = torch::randint(37, {3, 12}, torch::kLong);
+    const auto run = [&](const GptKernels& k) {
+      gpt.SetKernels(k);
+      for (auto& p : gpt.module().parameters()) p.mutable_grad() = at::Tensor();
+      const auto logits = gpt.Logits(tokens);
+      logits.pow(2).sum().backward();
+      std::vector<at::Tensor> out{logits.detach()};
+      for (const auto& p : gpt.module().parameters()) out.push_back(p.grad().clone());
+      return out;
+    };
+    const auto want = run({});
+    for (const GptKernels k : {GptKernels{.attention = A::kSdpaMask},
+                               GptKernels{.attention = A::kComposed},
+                               GptKernels{.fused_ops = false},
+                               GptKernels{.attention = A::kComposed, .fused_ops = false}}) {
+      const auto got = run(k);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-4, 1e-5))
+            << "tanh " << tanh << " attention " << int(k.attention) << " fused_ops "
+            << k.fused_ops << " tensor " << i << ": "
+            << (got[i] - want[i]).abs().max().item<double>();
+      }
+    }
+    gpt.SetKernels({});
+  }
+  // The tanh GELU is a different function.
+  GptShape exact = Tiny(), tanh = Tiny();
+  tanh.gelu_tanh = true;
+  const auto tokens = torch::randint(37, {1, 12}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  EXPECT_FALSE(torch::allclose(Gpt(exact, 5).Logits(tokens), Gpt(tanh, 5).Logits(tokens), 0, 1e-7));
+}
+
 TEST(Gpt, IsCausal) {
   Gpt gpt(Tiny(), 2);
   torch::NoGradGuard no_grad;

@@ -63,12 +63,12 @@ DenseState::DenseState(torch::nn::Module& module, Comm* comm, const Options& opt
     flat_ = std::make_unique<FlatParams>(module, nullptr, /*flat_grads=*/zero_ < 2);
     shard_numel_ = flat_->numel();
     if (zero_ == 1) {
-      // Shards start at multiples of 64 elements: the fused optimizer's
+      // Shards start at multiples of 64 elements: a vectorised kernel's
       // vector loop then covers the elements an unsharded step's does, and
       // only the buffer's own last elements take its scalar tail, so ZeRO-1
-      // is bitwise ZeRO-0 (with AVX-512 a shard ending mid-vector rounds
-      // its last second moment differently). ZeRO-2's shards are the
-      // gradient buckets' (equal pieces).
+      // is bitwise ZeRO-0 (our fused CPU loop rounds both alike; ATen's
+      // kernels, optim.fused false and CUDA, need not). ZeRO-2's shards
+      // are the gradient buckets' (equal pieces).
       std::tie(shard_offset_, shard_numel_) =
           ShardRange(flat_->numel(), comm->world_size(), comm->rank(), /*align=*/64);
     } else if (zero_ >= 2) {
@@ -108,14 +108,25 @@ at::Tensor DenseState::grads() const {
   return zero_ >= 2 ? buckets_->shard_grads() : flat_->grads();
 }
 
-void DenseState::Step(double lr) {
+void DenseState::Step(double lr, double grad_scale) {
   if (zero3_) {
-    optimizer_->Step(zero3_->shard_params(), zero3_->shard_grads(), lr);
+    optimizer_->Step(zero3_->shard_params(), zero3_->shard_grads(), lr, grad_scale);
     return;
   }
   at::Tensor shard = flat_->params().narrow(0, shard_offset_, shard_numel_);
-  const at::Tensor g = grads();
-  optimizer_->Step(shard, zero_ >= 2 ? g : g.narrow(0, shard_offset_, shard_numel_), lr);
+  at::Tensor g = grads();
+  if (zero_ >= 2) {
+    optimizer_->Step(shard, g, lr, grad_scale);
+    flat_->ZeroGrad();  // the parameters' own gradients, reduced into the shard
+  } else {
+    at::Tensor mine = g.narrow(0, shard_offset_, shard_numel_);
+    optimizer_->Step(shard, mine, lr, grad_scale);
+    if (shard_numel_ != g.numel()) {  // ZeRO-1: the other ranks' parts
+      g.narrow(0, 0, shard_offset_).zero_();
+      const int64_t end = shard_offset_ + shard_numel_;
+      g.narrow(0, end, g.numel() - end).zero_();
+    }
+  }
   if (zero_ >= 1) flat_->params().copy_(torch::cat(comm_->AllGatherRows(shard)));
 }
 

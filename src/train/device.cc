@@ -40,6 +40,12 @@ void UseDevice(const ComputeDevice& device) {
 #endif
 }
 
+void AllowTf32(const ComputeDevice& device, bool on) {
+  if (!device.cuda) return;
+  at::globalContext().setAllowTF32CuBLAS(on);
+  at::globalContext().setAllowTF32CuDNN(on);
+}
+
 int VisibleGpus() {
   return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
 }

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "topspin/core/error.h"
+#include "train/optimizer_kernels.h"
 
 namespace topspin {
 namespace {
@@ -95,7 +96,7 @@ void DenseOptimizer::set_steps(int64_t steps) {
   if (step_.defined()) step_.fill_(double(steps));
 }
 
-void DenseOptimizer::Step(at::Tensor& params, const at::Tensor& grads, double lr) {
+void DenseOptimizer::Step(at::Tensor& params, const at::Tensor& grads, double lr, double grad_scale) {
   CheckFloat(params, "DenseOptimizer params");
   CheckFloat(grads, "DenseOptimizer grads");
   if (params.numel() != m_.numel() || grads.numel() != m_.numel()) {
@@ -109,19 +110,56 @@ void DenseOptimizer::Step(at::Tensor& params, const at::Tensor& grads, double lr
     return;
   }
   if (options_.kind == Kind::kSgd) {
+    if (grad_scale != 1.0) grads.mul_(grad_scale);
     at::_fused_sgd_({params}, {grads}, {m_}, options_.weight_decay, options_.momentum, lr,
                     /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false, first);
+    grads.zero_();
     return;
   }
-  step_.add_(1);  // the kernel reads the step count it bias-corrects with
-  at::_fused_adamw_({params}, {grads}, {m_}, {v_}, /*max_exp_avg_sqs=*/{}, {step_}, lr,
-                    options_.beta1, options_.beta2, options_.weight_decay, options_.eps,
-                    /*amsgrad=*/false, /*maximize=*/false);
+  step_.add_(1);  // the count a checkpoint keeps, and the CUDA kernel bias-corrects with
+  const Options& o = options_;
+  if (o.fused && params.is_cpu()) {
+    AdamWStepCpu(params.mutable_data_ptr<float>(), grads.mutable_data_ptr<float>(),
+                 m_.mutable_data_ptr<float>(), v_.mutable_data_ptr<float>(), params.numel(),
+                 AdamWConstants::Make(lr, o.beta1, o.beta2, o.eps, o.weight_decay, steps_,
+                                      grad_scale));
+    return;
+  }
+  if (grad_scale != 1.0) grads.mul_(grad_scale);
+  if (o.fused) {
+    at::_fused_adamw_({params}, {grads}, {m_}, {v_}, /*max_exp_avg_sqs=*/{}, {step_}, lr,
+                      o.beta1, o.beta2, o.weight_decay, o.eps,
+                      /*amsgrad=*/false, /*maximize=*/false);
+  } else {
+    const double bc1 = 1 - std::pow(o.beta1, double(steps_));
+    const double bc2_sqrt = std::sqrt(1 - std::pow(o.beta2, double(steps_)));
+    params.mul_(1 - lr * o.weight_decay);
+    m_.lerp_(grads, 1 - o.beta1);
+    v_.mul_(o.beta2).addcmul_(grads, grads, 1 - o.beta2);
+    params.addcdiv_(m_, v_.sqrt().div_(bc2_sqrt).add_(o.eps), -lr / bc1);
+  }
+  grads.zero_();
 }
 
 std::vector<at::Tensor> DenseOptimizer::state() const {
   return options_.kind == Kind::kAdamW ? std::vector<at::Tensor>{m_, v_}
                                        : std::vector<at::Tensor>{m_};
+}
+
+at::Tensor SquaredNorm(const at::Tensor& values) {
+  CheckFloat(values, "SquaredNorm");
+  if (values.is_cpu()) {
+    return torch::full({1}, SumOfSquaresCpu(values.const_data_ptr<float>(), values.numel()),
+                       torch::kDouble);
+  }
+  return values.pow(2).sum(torch::kDouble).reshape({1});
+}
+
+int64_t CountNonFinite(const at::Tensor& values) {
+  if (values.is_cpu() && values.scalar_type() == at::kFloat && values.is_contiguous()) {
+    return CountNonFiniteCpu(values.const_data_ptr<float>(), values.numel());
+  }
+  return values.isfinite().logical_not().sum().item<int64_t>();
 }
 
 // ---- sparse -------------------------------------------------------------------

@@ -1,5 +1,8 @@
 #include "topspin/train/flat_params.h"
 
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -87,6 +90,67 @@ void ExpectMatchesTorch(DenseOptimizer::Options options) {
 
 TEST(DenseOptimizer, AdamWMatchesTorch) {
   ExpectMatchesTorch({.kind = DenseOptimizer::Kind::kAdamW, .weight_decay = 0.1});
+}
+
+TEST(DenseOptimizer, ComposedAdamWMatchesTorch) {
+  ExpectMatchesTorch({.kind = DenseOptimizer::Kind::kAdamW, .weight_decay = 0.1, .fused = false});
+}
+
+// The step reads grad_scale * grads (the trainer's 1 / terms and clipping)
+// and leaves the gradient zero; the fused CPU loop is the composed ops'
+// update to float rounding, and bitwise the same whether it runs over the
+// whole buffer or in shards that start anywhere (ZeRO-1), on any number of
+// threads.
+TEST(DenseOptimizer, ScalesConsumesAndIsTheSameInShards) {
+  const int64_t n = 100003;  // a vector body and a scalar tail
+  torch::manual_seed(3);
+  const auto p0 = torch::randn({n}), g0 = torch::randn({n}) * 10;
+  const DenseOptimizer::Options adamw{.weight_decay = 0.1};
+  auto run = [&](DenseOptimizer::Options o, std::vector<int64_t> cuts, int threads) {
+    const int before = torch::get_num_threads();
+    torch::set_num_threads(threads);
+    auto p = p0.clone();
+    cuts.insert(cuts.begin(), 0);
+    cuts.push_back(n);
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      const int64_t a = cuts[i], len = cuts[i + 1] - a;
+      DenseOptimizer opt(len, o);
+      at::Tensor shard = p.narrow(0, a, len);
+      for (int step = 0; step < 3; ++step) {
+        at::Tensor g = g0.narrow(0, a, len).clone();
+        opt.Step(shard, g, 0.01, 0.25);
+        EXPECT_EQ(g.abs().max().item<float>(), 0.f) << "the gradient is consumed";
+      }
+    }
+    torch::set_num_threads(before);
+    return p;
+  };
+  const auto whole = run(adamw, {}, 1);
+  EXPECT_TRUE(torch::equal(run(adamw, {37, 50000}, 2), whole));
+  DenseOptimizer::Options composed = adamw;
+  composed.fused = false;
+  EXPECT_TRUE(torch::allclose(run(composed, {}, 1), whole, 1e-6, 1e-6));
+  // grad_scale is the gradient's scale: 0.25 g with scale 1 is the same step.
+  DenseOptimizer opt(n, adamw);
+  auto p = p0.clone();
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor g = g0 * 0.25;
+    opt.Step(p, g, 0.01);
+  }
+  EXPECT_TRUE(torch::allclose(p, whole, 1e-6, 1e-7));
+}
+
+TEST(DenseOptimizer, SquaredNormIsExactInDoubleAndSeesNonFinite) {
+  const auto x = torch::randn({70001});
+  const double want = x.to(torch::kDouble).pow(2).sum().item<double>();
+  EXPECT_NEAR(SquaredNorm(x).item<double>(), want, 1e-12 * want);
+  auto bad = x.clone();
+  bad[123] = std::numeric_limits<float>::quiet_NaN();
+  bad[70000] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(std::isfinite(SquaredNorm(bad).item<double>()));
+  EXPECT_EQ(CountNonFinite(bad), 2);
+  // Finite floats whose squares overflow float stay finite in double.
+  EXPECT_TRUE(std::isfinite(SquaredNorm(torch::full({4}, 3e38f)).item<double>()));
 }
 
 TEST(DenseOptimizer, SgdWithMomentumMatchesTorch) {

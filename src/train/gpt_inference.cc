@@ -31,9 +31,22 @@ std::unique_ptr<Tokenizer> CheckpointTokenizer(const Checkpoint& checkpoint) {
   const auto j = nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("spec") || !j["spec"].is_string()) {
     throw DataError("not a tokenizer description", ErrorWhere{.file = path.string(), .field = "spec"},
-                    "pass the tokenizer with --tokenizer bytes|sentencepiece:MODEL");
+                    "pass the tokenizer with --tokenizer bytes|sentencepiece:MODEL|gpt2:DIR");
   }
   const std::string spec = j["spec"];
+  if (spec == "gpt2") {
+    // OpenTokenizer("gpt2:DIR") reads DIR/vocab.json and DIR/merges.txt.
+    if (j.value("vocab", std::string(kTokenizerVocabFile)) != kTokenizerVocabFile ||
+        j.value("merges", std::string(kTokenizerMergesFile)) != kTokenizerMergesFile ||
+        !checkpoint.files.contains(kTokenizerVocabFile) ||
+        !checkpoint.files.contains(kTokenizerMergesFile)) {
+      throw DataError(fmt::format("a gpt2 tokenizer needs the checkpoint's own {} and {}",
+                                  kTokenizerVocabFile, kTokenizerMergesFile),
+                      ErrorWhere{.file = path.string(), .field = "vocab"},
+                      "pass the tokenizer with --tokenizer gpt2:DIR");
+    }
+    return OpenTokenizer("gpt2:" + checkpoint.dir.string());  // FilePath(name) is dir / name
+  }
   if (spec != "sentencepiece") return OpenTokenizer(spec);
   const std::string file = j.value("file", std::string(kTokenizerModelFile));
   if (!checkpoint.files.contains(file)) {
@@ -104,8 +117,8 @@ GenerateResult GenerateText(const Config& config, const fs::path& checkpoint,
                             "manifests named theirs)",
                             m.checkpoint.dir.string()),
                 {.file = m.checkpoint.dir.string(), .field = "--tokenizer"},
-                "pass the one its data was converted with: --tokenizer bytes or "
-                "--tokenizer sentencepiece:MODEL");
+                "pass the one its data was converted with: --tokenizer bytes, "
+                "--tokenizer sentencepiece:MODEL or --tokenizer gpt2:DIR");
   }
   const GptShape& shape = m.gpt->shape();
   if (int64_t(tokenizer->vocab_size()) > settings.model.gpt.vocab) {
@@ -139,6 +152,18 @@ GenerateResult GenerateText(const Config& config, const fs::path& checkpoint,
         .unsqueeze(0)
         .to(device);
   };
+  for (const int64_t t : tokens) r.prompt_ids.push_back(uint32_t(t));
+  if (!o.prompt_logits.empty()) {
+    Gpt::KvCache fresh;
+    const size_t keep = std::min(tokens.size(), size_t(std::max<int64_t>(1, shape.context - 1)));
+    const at::Tensor all =
+        precision.Run([&] { return m.gpt->Extend(as_tensor(tokens.size() - keep), fresh); })
+            .squeeze(0)
+            .to(torch::kCPU, torch::kFloat)
+            .contiguous();
+    const std::vector<SafetensorsTensor> views{View("logits", all)};
+    WriteSafetensors(o.prompt_logits, views);
+  }
   PhiloxStream rng(o.seed, /*stream=*/0x67656e);  // "gen"
   Gpt::KvCache cache;
   std::vector<uint32_t> generated;
@@ -168,6 +193,7 @@ GenerateResult GenerateText(const Config& config, const fs::path& checkpoint,
     tokens.push_back(next);
     ++r.new_tokens;
     generated.push_back(uint32_t(next));
+    r.new_ids.push_back(uint32_t(next));
     r.text = tokenizer->Decode(generated);
     const size_t ready = CompleteUtf8(r.text);
     if (stream && ready > emitted) stream(std::string_view(r.text).substr(emitted, ready - emitted));

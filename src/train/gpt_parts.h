@@ -16,12 +16,15 @@
 
 namespace topspin {
 
-// Every GPT checkpoint's tokenizer: tokenizer.json ({"spec": "bytes"} or
-// {"spec": "sentencepiece", "file": "tokenizer.model"}) and, for
-// SentencePiece, the model file itself, so generation needs neither the
-// data nor the tokenizer's original path.
+// Every GPT checkpoint's tokenizer: tokenizer.json ({"spec": "bytes"},
+// {"spec": "sentencepiece", "file": "tokenizer.model"} or {"spec": "gpt2",
+// "vocab": "vocab.json", "merges": "merges.txt"}) and the files it names
+// (the SentencePiece model; GPT-2's vocab.json and merges.txt), so
+// generation needs neither the data nor the tokenizer's original path.
 inline constexpr const char* kTokenizerFile = "tokenizer.json";
 inline constexpr const char* kTokenizerModelFile = "tokenizer.model";
+inline constexpr const char* kTokenizerVocabFile = "vocab.json";
+inline constexpr const char* kTokenizerMergesFile = "merges.txt";
 
 // The tokenizer of the training data (its manifest names it), as files to
 // add to each checkpoint; nothing for data converted before manifests

@@ -77,7 +77,16 @@ GptShape GptShapeFromConfig(const GptModelConfig& gpt) {
           .d_model = gpt.d_model,
           .heads = gpt.heads,
           .d_ff = gpt.d_ff > 0 ? gpt.d_ff : 4 * gpt.d_model,
-          .tied_embeddings = gpt.tied_embeddings};
+          .tied_embeddings = gpt.tied_embeddings,
+          .gelu_tanh = gpt.gelu == "tanh"};
+}
+
+GptKernels GptKernelsFromConfig(const GptModelConfig& gpt) {
+  using A = GptKernels::Attention;
+  return {.attention = gpt.attention == "composed"    ? A::kComposed
+                       : gpt.attention == "sdpa_mask" ? A::kSdpaMask
+                                                      : A::kSdpa,
+          .fused_ops = gpt.fused_ops};
 }
 
 namespace {
@@ -98,6 +107,7 @@ class GptTask final : public Task {
     tokenizer_ = TokenizerFiles::Of(settings_.data.train);
     gpt_ = std::make_unique<Gpt>(shape_, uint64_t(settings_.run.seed));
     gpt_->module().to(TorchDevice(device_));
+    gpt_->SetKernels(GptKernelsFromConfig(settings_.model.gpt));
   }
 
   const char* unit() const override { return "tokens"; }
@@ -166,8 +176,23 @@ TokenizerFiles TokenizerFiles::Of(const std::string& dataset_dir) {
   TokenizerFiles out;
   const std::string spec = Manifest::Load(dataset_dir).tokenizer;
   constexpr std::string_view kSpm = "sentencepiece:";
+  constexpr std::string_view kGpt2 = "gpt2:";
   if (spec == "bytes") {
     out.files[kTokenizerFile] = nlohmann::json{{"spec", "bytes"}}.dump() + "\n";
+  } else if (spec.starts_with(kGpt2)) {
+    const fs::path dir = spec.substr(kGpt2.size());
+    const fs::path vocab = dir / kTokenizerVocabFile, merges = dir / kTokenizerMergesFile;
+    if (!fs::exists(vocab) || !fs::exists(merges)) {
+      spdlog::warn("{} was tokenized by {}, which is gone: checkpoints will hold no tokenizer "
+                   "(generate then needs --tokenizer)",
+                   dataset_dir, spec);
+      return out;
+    }
+    const nlohmann::json description = {
+        {"spec", "gpt2"}, {"vocab", kTokenizerVocabFile}, {"merges", kTokenizerMergesFile}};
+    out.files[kTokenizerFile] = description.dump() + "\n";
+    out.files[kTokenizerVocabFile] = ReadFile(vocab);
+    out.files[kTokenizerMergesFile] = ReadFile(merges);
   } else if (spec.starts_with(kSpm)) {
     const fs::path model = spec.substr(kSpm.size());
     if (!fs::exists(model)) {

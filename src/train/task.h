@@ -21,6 +21,7 @@
 #include "topspin/core/config.h"
 #include "topspin/core/config_schema.h"
 #include "topspin/data/checkpoint_store.h"
+#include "topspin/model/gpt.h"
 #include "topspin/pipeline/pipeline.h"
 #include "topspin/train/device.h"
 #include "train/phases.h"
@@ -127,5 +128,7 @@ std::vector<std::string> CheckRankerConfig(const Settings& settings);
 std::vector<std::string> CheckGptConfig(const Settings& settings);
 struct GptShape;
 GptShape GptShapeFromConfig(const GptModelConfig& gpt);
+// model.gpt.attention and model.gpt.fused_ops.
+GptKernels GptKernelsFromConfig(const GptModelConfig& gpt);
 
 }  // namespace topspin

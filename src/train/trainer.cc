@@ -62,7 +62,8 @@ DenseState::Options DenseOptionsFromConfig(const Settings& settings) {
                         .beta1 = optim.beta1,
                         .beta2 = optim.beta2,
                         .weight_decay = optim.weight_decay,
-                        .momentum = optim.momentum},
+                        .momentum = optim.momentum,
+                        .fused = optim.fused},
           .bucket_bytes = settings.dist.bucket_mib << 20,
           .overlap = settings.dist.overlap};
 }
@@ -88,6 +89,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   best_ = BestFromConfig(settings_);
   const LaunchEnv& env = options.launch;
   UseDevice(device_);
+  AllowTf32(device_, settings_.train.tf32);
   device_timer_ = std::make_unique<DeviceTimer>(device_);
   phases_.device = device_timer_.get();
   if (env.world_size > 1) {
@@ -244,15 +246,14 @@ std::pair<double, int64_t> Trainer::Step() {
   const double terms = std::max(1.0, t.at[1]);
   const auto items = static_cast<int64_t>(t.at[2]);
   phases_.Begin(optimizer, "optimizer", /*on_device=*/true);
-  // This rank's part of the dense gradient: all of it, or with ZeRO-2/3
-  // the shard it owns (and the others' squares and finiteness are summed in).
-  at::Tensor dense = dense_->grads();
-  dense.div_(terms);
-  const auto [sq, bad, loss_sum] = ReadBack(dense, terms, t.loss_sum);
+  // This rank's part of the dense gradient sum: all of it, or with ZeRO-2/3
+  // the shard it owns (and the others' squares are summed in). It is
+  // divided by the terms inside the optimizer's pass, not before.
+  const auto [sq, loss_sum] = ReadBack(dense_->grads(), terms, t.loss_sum);
   if (!comm_) t.at[0] = loss_sum;
   const double loss = t.at[0] / terms;
-  if (Health(loss, sq, bad)) {
-    Update(dense, sq);
+  if (Health(loss, sq)) {
+    Update(terms, sq);
   } else {
     dense_->ZeroGrad();
   }
@@ -315,69 +316,78 @@ double Trainer::StopRequested() const {
   return options_.stop_requested && options_.stop_requested() ? 1.0 : 0.0;
 }
 
-// The one read-back of the step: the squared norm and non-finite elements
-// of the (divided) dense gradient and embedding rows, in double on the
-// device, and the loss sum.
-std::tuple<double, double, double> Trainer::ReadBack(const at::Tensor& dense, double terms,
-                                                    const at::Tensor& loss_sum) {
-  const auto health = [](const at::Tensor& g) {
-    return torch::stack({g.pow(2).sum(torch::kDouble),
-                         g.isfinite().logical_not().sum().to(torch::kDouble)});
-  };
-  at::Tensor dense_health = health(dense);
-  at::Tensor rows_health = torch::zeros({2}, dense_health.options());
+// The one read-back of the step: the squared norm of the gradient (the
+// dense sum divided by the terms, and the embedding rows, divided here),
+// in double on the device, and the loss sum. A non-finite element makes
+// the norm non-finite, so finiteness needs no pass of its own.
+std::pair<double, double> Trainer::ReadBack(const at::Tensor& dense, double terms,
+                                            const at::Tensor& loss_sum) {
+  at::Tensor dense_sq = SquaredNorm(dense);
+  if (dense_->sharded_grads()) comm_->AllReduceSum(dense_sq);  // the shards' parts
+  at::Tensor rows_sq = torch::zeros({1}, dense_sq.options());
   if (sparse_) {
     for (auto& r : sparse_->rows()) {
       r.grads.div_(terms);
-      rows_health += health(r.grads);
+      rows_sq += SquaredNorm(r.grads);
     }
   }
-  if (dense_->sharded_grads()) comm_->AllReduceSum(dense_health);  // the shards' parts
-  const auto host =
-      torch::cat({dense_health + rows_health, loss_sum.to(torch::kDouble).reshape({1})})
-          .to(torch::kCPU)
-          .contiguous();
+  const auto host = torch::cat({dense_sq / (terms * terms) + rows_sq,
+                                loss_sum.to(torch::kDouble).reshape({1})})
+                        .to(torch::kCPU)
+                        .contiguous();
   const double* h = host.data_ptr<double>();
-  return {h[0], h[1], h[2]};
+  return {h[0], h[1]};
 }
 
 // Clipping (optim.clip_norm, the global norm over dense and rows) and the
-// dense and sparse updates.
-void Trainer::Update(at::Tensor& dense, double sq) {
+// dense and sparse updates. The dense gradient's division by the terms and
+// its clipping are one scale the optimizer applies as it reads it.
+void Trainer::Update(double terms, double sq) {
   const double clip = settings_.optim.clip_norm;
   const double norm = std::sqrt(sq);
   window_grad_norm_ += norm;  // before clipping
   ++window_grad_steps_;
+  double scale = 1.0 / terms;
   if (clip > 0 && norm > clip) {
-    const double scale = clip / (norm + 1e-6);
-    dense.mul_(scale);
+    const double clipped = clip / (norm + 1e-6);
+    scale *= clipped;
     if (sparse_) {
-      for (auto& r : sparse_->rows()) r.grads.mul_(scale);
+      for (auto& r : sparse_->rows()) r.grads.mul_(clipped);
     }
   }
   const double lr = schedule_.At(step_);
-  dense_->Step(lr);
+  dense_->Step(lr, scale);  // leaves the gradient zero
   bytes_moved_ += dense_->StepBytes();
   if (sparse_) {
     sparse_->Step(settings_.optim.sparse_lr *
                   (schedule_.peak_lr() > 0 ? lr / schedule_.peak_lr() : 1.0));
     bytes_moved_ += sparse_->StepBytes();
   }
-  dense_->ZeroGrad();
+}
+
+// This rank's non-finite gradient elements, dense and rows (only for the
+// message of a skipped step).
+int64_t Trainer::NonFiniteGradients() {
+  int64_t bad = CountNonFinite(dense_->grads());
+  if (sparse_) {
+    for (const auto& r : sparse_->rows()) bad += CountNonFinite(r.grads);
+  }
+  return bad;
 }
 
 // False for a step to skip (a non-finite loss or gradient); throws after
 // train.max_bad_steps of them in a row.
-bool Trainer::Health(double loss, double sq, double bad) {
-  if (std::isfinite(loss) && bad == 0 && std::isfinite(sq)) {
+bool Trainer::Health(double loss, double sq) {
+  if (std::isfinite(loss) && std::isfinite(sq)) {
     bad_in_a_row_ = 0;
     return true;
   }
   ++result_.skipped_steps;
+  const int64_t bad = NonFiniteGradients();
   if (++bad_in_a_row_ >= settings_.train.max_bad_steps) {
     throw DataError(fmt::format("training diverged: {} steps in a row had a non-finite loss or "
                                 "gradient (last at step {}: loss {}, {} non-finite gradient "
-                                "elements, gradient norm {})",
+                                "elements on this rank, gradient norm {})",
                                 bad_in_a_row_, step_, loss, bad, std::sqrt(sq)),
                     ErrorWhere{.field = "train.max_bad_steps"},
                     "lower optim.lr or optim.sparse_lr, or set optim.clip_norm");

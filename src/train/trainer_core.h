@@ -88,10 +88,11 @@ class Trainer {
   void Accumulate(StepTotals& totals);
   void Exchange(StepTotals& totals);
   double StopRequested() const;
-  std::tuple<double, double, double> ReadBack(const at::Tensor& dense, double terms,
-                                              const at::Tensor& loss_sum);
-  bool Health(double loss, double sq, double bad);
-  void Update(at::Tensor& dense, double sq);
+  std::pair<double, double> ReadBack(const at::Tensor& dense, double terms,
+                                     const at::Tensor& loss_sum);
+  bool Health(double loss, double sq);
+  int64_t NonFiniteGradients();
+  void Update(double terms, double sq);
 
   // trainer_state.cc
   Verdict EvaluateAllRanks();

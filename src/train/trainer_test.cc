@@ -217,12 +217,23 @@ torch::Tensor DenseParams(const fs::path& run) {
 }
 
 TEST(GptTrainer, Zero3FromTheConfigTrainsTheModelZero0TrainsAndShardsEverything) {
-  testing::TempDir plain, zero3;
+  testing::TempDir one, plain, zero1, zero2, zero3;
   // With evaluations (every rank takes part under ZeRO-3: its forward
   // gathers the units).
   const std::string valid = "data.valid=" + SharedText().data.string();
+  Train(GptConfig({valid}), {.run_dir = one.path()});
   TrainGptWorld(2, plain.path(), valid);
+  TrainGptWorld(2, zero1.path(), valid + ";dist.zero=1");
+  TrainGptWorld(2, zero2.path(), valid + ";dist.zero=2");
   TrainGptWorld(2, zero3.path(), valid + ";dist.zero=3;dist.wrap_blocks=1");
+  // One process and two at every ZeRO stage: the same losses, to the float
+  // rounding of summing the gradient in another order.
+  const auto l1 = Losses(one.path());
+  for (const fs::path& run : {plain.path(), zero1.path(), zero2.path(), zero3.path()}) {
+    const auto l2 = Losses(run);
+    ASSERT_EQ(l2.size(), l1.size()) << run;
+    for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l2[i], l1[i], 1e-5 * l1[i]) << run << " " << i;
+  }
   // Parameters and optimizer state, gathered whole into the checkpoint,
   // under the same names: equal up to float rounding of the reductions.
   const auto a = DenseParams(plain.path()), b = DenseParams(zero3.path());

@@ -70,6 +70,9 @@ struct GptModelConfig {
   int64_t d_ff = 0;  // 0: 4 x d_model
   bool tied_embeddings = true;
   int64_t vocab_multiple = 1;  // the model's rows: vocab rounded up to a multiple of this
+  std::string gelu = "exact";  // exact | tanh
+  std::string attention = "sdpa";  // sdpa | sdpa_mask | composed
+  bool fused_ops = true;           // LibTorch's LayerNorm and GELU kernels
 };
 
 struct ModelConfig {
@@ -93,6 +96,7 @@ struct OptimConfig {
   double sparse_lr = 0;
   double clip_norm = 0;  // 0: off
   int64_t grad_accum = 1;
+  bool fused = true;  // one-pass AdamW (false: composed ops)
   static OptimConfig From(const Config& config);
 };
 
@@ -113,6 +117,7 @@ struct TrainConfig {
   int64_t max_bad_steps = 1;
   int64_t eval_batches = 0;  // 0: all
   std::string precision;     // fp32 | bf16
+  bool tf32 = true;          // CUDA float32 matmuls on TF32 tensor cores
   std::string device;        // auto | cpu | cuda
   int64_t torch_threads = 0;
   static TrainConfig From(const Config& config);

@@ -41,7 +41,7 @@ struct ImportOptions {
   OnError on_error = OnError::kFail;
   size_t chunk_rows = 65536;        // rows per table returned by Next()
   size_t infer_rows = 10000;        // rows sampled for type inference (csv, jsonl)
-  std::string tokenizer = "bytes";  // text: "bytes" or "sentencepiece:MODEL"
+  std::string tokenizer = "bytes";  // text: "bytes", "sentencepiece:MODEL", "gpt2:DIR"
 };
 
 struct SkipReport {

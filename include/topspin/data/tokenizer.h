@@ -9,11 +9,21 @@
 //                            made by TrainSentencePiece or `topspin
 //                            tokenizer train`); end-of-text is the model's
 //                            </s> (eos) piece when it has one.
+//   "gpt2:DIR"               GPT-2's byte-level BPE from DIR/vocab.json and
+//                            DIR/merges.txt (OpenAI's GPT-2 files, or any
+//                            Hugging Face ByteLevel BPE saved with
+//                            tokenizer.model.save(DIR)); ids equal Hugging
+//                            Face `tokenizers`' for text of Unicode 14's
+//                            characters (tests/bpe_vs_hf.py). The
+//                            text must be valid UTF-8; end-of-text is
+//                            "<|endoftext|>" when vocab.json has it, and
+//                            that string in the text is ordinary text.
+//                            Details: src/data/gpt2_bpe_tokenizer.h.
 // Encode() never emits the end-of-text token; callers append it between
 // documents. Decode() drops it (and SentencePiece's other control pieces),
-// so Decode(Encode(s)) == s for the bytes tokenizer and for SentencePiece
-// models trained by TrainSentencePiece with byte_fallback (whose text is
-// not normalized).
+// so Decode(Encode(s)) == s for the bytes tokenizer, for gpt2 (any UTF-8
+// s) and for SentencePiece models trained by TrainSentencePiece with
+// byte_fallback (whose text is not normalized).
 //
 // Tokenizers are immutable after opening: every const method is
 // thread-safe.
@@ -43,7 +53,7 @@ class Tokenizer {
   // The id that ends a document, when the tokenizer has one.
   virtual std::optional<uint32_t> end_of_text() const = 0;
   // The spec that opens this tokenizer again ("bytes",
-  // "sentencepiece:/path/m.model").
+  // "sentencepiece:/path/m.model", "gpt2:/abs/dir").
   virtual std::string name() const = 0;
 };
 
@@ -52,8 +62,10 @@ inline constexpr uint32_t kBytesEndOfText = 256;
 inline constexpr uint32_t kBytesVocabSize = 257;
 
 // Opens the tokenizer named by `spec` (see above). Throws Error{kConfig}
-// for an unknown spec (with a suggestion) and Error{kIo} naming the model
-// path when a SentencePiece model cannot be read or parsed.
+// for an unknown spec (with a suggestion), Error{kIo} naming the model
+// path when a SentencePiece model cannot be read or parsed or a gpt2 file
+// is missing, and Error{kData} naming the file, the line and the offending
+// text for a malformed gpt2 vocab.json or merges.txt.
 std::unique_ptr<Tokenizer> OpenTokenizer(const std::string& spec);
 
 struct SentencePieceTrainOptions {

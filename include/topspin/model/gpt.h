@@ -26,6 +26,22 @@ class Module;
 
 namespace topspin {
 
+// How the GPT computes what it computes: each field is one of the
+// speed-ups docs/BENCHMARKS.md measures on and off (model.gpt.attention,
+// model.gpt.fused_ops). Every choice gives the same function; generation
+// (Extend) always takes the fused kernels.
+struct GptKernels {
+  enum class Attention {
+    kSdpa,      // scaled_dot_product_attention, is_causal: the mask is never made
+    kSdpaMask,  // scaled_dot_product_attention with a stored [context, context] mask
+    kComposed,  // q k^T / sqrt(d), the stored mask, softmax, times v: [T, T] in memory
+  };
+  Attention attention = Attention::kSdpa;
+  // LibTorch's LayerNorm and GELU kernels (false: composed from mean,
+  // variance, erf or tanh).
+  bool fused_ops = true;
+};
+
 class Gpt {
  public:
   // Error{kConfig} naming the field for a shape ParameterCount() refuses.
@@ -52,6 +68,10 @@ class Gpt {
   // [:, :T], targets [:, 1:]. A sum (not a mean), so data-parallel ranks
   // add their parts and divide by the global count once.
   at::Tensor LossSum(const at::Tensor& windows) const;
+
+  // From now on, training forwards (Logits, LossSum) compute this way.
+  void SetKernels(const GptKernels& kernels);
+  const GptKernels& kernels() const;
 
   torch::nn::Module& module();
   const GptShape& shape() const;

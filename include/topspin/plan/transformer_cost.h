@@ -24,6 +24,9 @@ struct GptShape {
   int64_t heads = 0;            // attention heads; must divide d_model
   int64_t d_ff = 4 * d_model;   // MLP hidden width; 4 * d_model unless set
   bool tied_embeddings = true;  // output head shares the token embedding
+  // The MLP's GELU: tanh approximation (GPT-2's) or exact erf. No effect on
+  // the counts and costs below.
+  bool gelu_tanh = false;
 };
 
 // Every trainable parameter: token embedding (vocab x d_model), position

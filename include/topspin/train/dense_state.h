@@ -13,7 +13,9 @@
 //
 // One step, in the trainer's order: Arm() before the last micro-batch's
 // backward, Finish() once backward is done (waits for the exchange),
-// grads() divided and clipped in place, Step(lr), ZeroGrad().
+// Step(lr, grad_scale) over grads() (the division by the loss terms and
+// the clipping folded into grad_scale), which leaves every gradient zero;
+// ZeroGrad() instead for a step that is skipped.
 //
 // Checkpoints hold the whole state whatever the stage: Gather() is a
 // collective that returns every tensor whole under its checkpoint name
@@ -73,9 +75,10 @@ class DenseState {
   // summed over ranks).
   at::Tensor grads() const;
   bool sharded_grads() const { return zero_ >= 2; }
-  // The optimizer step over grads() at learning rate lr; then the updated
-  // shards all-gathered (dist.zero 1 and 2).
-  void Step(double lr);
+  // The optimizer step over grad_scale * grads() at learning rate lr;
+  // then the updated shards all-gathered (dist.zero 1 and 2). Every
+  // gradient is zero afterwards.
+  void Step(double lr, double grad_scale = 1.0);
   void ZeroGrad();
   int64_t optimizer_steps() const;
   void set_optimizer_steps(int64_t steps);
@@ -86,9 +89,9 @@ class DenseState {
   int64_t optimizer_bytes() const;
   int64_t grad_bytes() const;
   int64_t staging_peak_bytes() const;
-  // Estimated memory traffic of one update: the buffers streamed ~7 times
-  // (gradient, parameters read and written, two moments read and written).
-  double StepBytes() const { return 7.0 * 4 * double(numel()); }
+  // Estimated memory traffic of one update: the buffers streamed 8 times
+  // (gradient read and zeroed, parameters and two moments read and written).
+  double StepBytes() const { return 8.0 * 4 * double(numel()); }
 
   // Every tensor of the dense state, whole, on the host (a collective).
   NamedTensors Gather();

@@ -33,6 +33,11 @@ ComputeDevice ResolveDevice(const std::string& setting, int visible_gpus, int lo
 // CPU): streams, events and allocations without an explicit index use it.
 void UseDevice(const ComputeDevice& device);
 
+// train.tf32: float32 matmuls and convolutions on TF32 tensor cores
+// (Ampere and newer; 10 mantissa bits in the products, fp32 accumulation),
+// process-wide. A no-op on the CPU, which has no TF32.
+void AllowTf32(const ComputeDevice& device, bool on);
+
 // CUDA devices this process can use: 0 on a machine without a GPU (or a
 // LibTorch built without CUDA).
 int VisibleGpus();

@@ -67,11 +67,17 @@ class FlatParams {
   at::Tensor params_, grads_;
 };
 
-// AdamW or SGD with momentum over the flat buffers, one fused LibTorch
-// kernel per step (at::_fused_adamw_ / at::_fused_sgd_, on CPU and CUDA):
-//   adamw  p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+// AdamW or SGD with momentum over the flat buffers:
+//   adamw  g = grad_scale grads;  p *= 1 - lr wd;  m = b1 m + (1 - b1) g;
+//          v = b2 v + (1 - b2) g^2;
 //          p -= lr m / (1 - b1^t) / (sqrt(v) / sqrt(1 - b2^t) + eps)
-//   sgd    buf = momentum buf + g + wd p (buf = g + wd p at t = 1);  p -= lr buf
+//   sgd    g = grad_scale grads;  buf = momentum buf + g + wd p
+//          (buf = g + wd p at t = 1);  p -= lr buf
+// Options::fused (optim.fused) picks how: fused AdamW is one pass over the
+// four buffers (on the CPU our own loop, optimizer_kernels.h; on CUDA
+// LibTorch's at::_fused_adamw_ with the scale and the zeroing as two more
+// kernels); unfused, the composed tensor ops torch.optim.AdamW's
+// single-tensor path runs, one pass each. SGD is at::_fused_sgd_ either way.
 // The state lives on the device of the buffers it is made for.
 class DenseOptimizer {
  public:
@@ -79,12 +85,15 @@ class DenseOptimizer {
   struct Options {
     Kind kind = Kind::kAdamW;
     double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, momentum = 0.9;
+    bool fused = true;
   };
   // `like`: the dtype and device of the state (float32, the flat buffer's).
   DenseOptimizer(int64_t numel, const Options& options, const at::TensorOptions& like = {});
 
-  // One step at learning rate lr: updates params from grads in place.
-  void Step(at::Tensor& params, const at::Tensor& grads, double lr);
+  // One step at learning rate lr from grad_scale * grads (the trainer's
+  // division by the loss terms and clipping, folded in). Updates params in
+  // place and consumes the gradient: grads are zero afterwards.
+  void Step(at::Tensor& params, const at::Tensor& grads, double lr, double grad_scale = 1.0);
   int64_t steps() const { return steps_; }
   // The live state tensors, for checkpoints: {m, v} (adamw) or {buf} (sgd).
   // A checkpoint load copies into them, then sets the step count.
@@ -97,6 +106,14 @@ class DenseOptimizer {
   at::Tensor m_, v_;  // adamw moments, or m_ = sgd momentum buffer
   at::Tensor step_;   // adamw: the step count as the fused kernel keeps it ([] float32)
 };
+
+// The squared L2 norm of a float32 tensor, accumulated in double: a [1]
+// double tensor on its device (read back with the step's other totals). On
+// the CPU one read pass without temporaries, the same for any thread count.
+// Non-finite exactly when some element is.
+at::Tensor SquaredNorm(const at::Tensor& values);
+// Elements of `values` that are NaN or infinite.
+int64_t CountNonFinite(const at::Tensor& values);
 
 // Row-wise updates of an embedding table [S, E] for the rows a batch
 // touched. `ids` [U] are unique (the caller sums duplicates first: an

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "topspin/core/config.h"
 #include "topspin/model/sampling.h"
@@ -20,11 +21,16 @@ struct GenerateOptions {
   int64_t max_new_tokens = 256;
   SamplingOptions sampling;
   uint64_t seed = 0;  // the same seed, checkpoint and machine give the same text
-  // A tokenizer spec ("bytes", "sentencepiece:MODEL") instead of the
+  // A tokenizer spec ("bytes", "sentencepiece:MODEL", "gpt2:DIR") instead of the
   // checkpoint's own (needed for checkpoints that hold none).
   std::string tokenizer;
   bool stop_at_end_of_text = true;  // stop when the model ends the document
   CheckpointChoice choice = CheckpointChoice::kBest;
+  // When set, the logits of the prompt's positions ([prompt tokens, model
+  // vocab] float32, tensor "logits"; the last context - 1 tokens of a longer
+  // prompt) are written to this safetensors file: for comparing the model
+  // with another implementation of it.
+  std::filesystem::path prompt_logits;
 };
 
 struct GenerateResult {
@@ -34,6 +40,7 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   int64_t new_tokens = 0;
   std::string text;  // the new text, without the prompt
+  std::vector<uint32_t> prompt_ids, new_ids;  // the token ids of the prompt and of the text
   bool ended = false;  // the model produced the end-of-text token
   double seconds = 0;
   double tokens_per_s = 0;  // new tokens, prompt included in the time
