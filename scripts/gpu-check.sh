@@ -35,7 +35,8 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_stages=(env unpack configure build version test-cuda train-data train-gpu train-cpu
-            train-compare test bench-train-ranker bench-train-gpt bench-pipeline)
+            train-compare test bench-train-ranker bench-train-gpt bench-pipeline
+            bench-gpt-switches)
 
 for arg in "$@"; do
   case "$arg" in
@@ -664,7 +665,7 @@ has_flag() {
 run_bench() {
   local sub=$1; shift
   need_topspin || return 77
-  local args=(bench "$sub" --json "$OUT/bench-$sub.json")
+  local args=(bench "$sub" --json "$OUT/$current.json")
   if has_flag "$sub" --device; then
     args+=(--device cuda); str device cuda
   else
@@ -674,18 +675,22 @@ run_bench() {
   for f in --peer-python --python; do
     if has_flag "$sub" "$f "; then args+=("$f" "$TOPSPIN_PYTHON"); break; fi
   done
-  local a
+  local a v
   while [ $# -gt 0 ]; do
     a=$1; shift
-    if has_flag "$sub" "$a"; then args+=("$a" "$1"); fi
-    shift
+    if [ $# -gt 0 ] && [[ "$1" != --* ]]; then  # --flag VALUE
+      v=$1; shift
+      if has_flag "$sub" "$a"; then args+=("$a" "$v"); fi
+    elif has_flag "$sub" "$a"; then  # a switch
+      args+=("$a")
+    fi
   done
   printf 'topspin'; printf ' %q' "${args[@]}"; echo
   tmo "$topspin" "${args[@]}"
   local rc=$?
-  grep -q 'peer failed' "$OUT/bench-$sub.log" &&
+  grep -q 'peer failed' "$OUT/$current.log" &&
     note "a Python peer failed (peers run \$TOPSPIN_PYTHON=$TOPSPIN_PYTHON and need torch, numpy, pandas, xgboost; env.txt says which it has)"
-  [ -f "$OUT/bench-$sub.json" ] && str json "bench-$sub.json"
+  [ -f "$OUT/$current.json" ] && str json "$current.json"
   return $rc
 }
 stage_bench_train_ranker() {
@@ -697,6 +702,13 @@ stage_bench_train_ranker() {
 stage_bench_train_gpt() {
   run_bench train-gpt --layers 12 --d-model 768 --heads 12 --context 1024 --batch 8 \
     --warmup 3 --steps 12 --scratch "$work/bench"
+}
+# Each speed-up switched off against all on (ours, fp32 with TF32 the
+# switch it is), GPT-2 124M: what attention, fused ops, fused AdamW, TF32
+# and vocabulary padding buy on the GPU.
+stage_bench_gpt_switches() {
+  run_bench train-gpt --layers 12 --d-model 768 --heads 12 --context 1024 --batch 8 \
+    --warmup 3 --steps 6 --switches-only --scratch "$work/bench"
 }
 stage_bench_pipeline() {
   run_bench pipeline --queries 2000 --threads 4 --peer-workers 0 --lm-tokens 1048576 \
@@ -722,6 +734,7 @@ stage test                100   20
 stage bench-train-ranker   60   20
 stage bench-train-gpt     120   40
 stage bench-pipeline       50   20
+stage bench-gpt-switches  150   60
 
 # Keep what comes back small: long logs keep their head and tail.
 for f in "$OUT"/*.log; do

@@ -120,7 +120,7 @@ BenchTable RunTrainGptBench(const TrainGptBenchOptions& o) {
   for (const auto& p : {corpus, data}) fs::remove_all(p);
   const GptShape shape = TrainGptBenchShape(o);
   const int passes = o.bf16 ? 2 : 1;
-  BenchStages stages("train-gpt", 1 + 3 * passes +
+  BenchStages stages("train-gpt", 1 + (o.compare ? 3 * passes : 0) +
                                       (o.switches ? int(Switches().size()) : 0));
   stages.Begin("data: gen text, byte tokens");
   const TextCorpusSummary text = WriteTextCorpus(corpus, TextCorpusOptions{});
@@ -140,7 +140,7 @@ BenchTable RunTrainGptBench(const TrainGptBenchOptions& o) {
 
   BenchTable t{"train-gpt", "", {}};
   double peak_fp32 = 0, peak_bf16 = 0;
-  for (int pass = 0; pass < passes; ++pass) {
+  for (int pass = 0; pass < (o.compare ? passes : 0); ++pass) {
     const bool bf16 = pass == 1;
     const char* precision = bf16 ? "bf16" : "fp32";
     stages.Begin(fmt::format("ours ({}): {} steps", precision, steps));

@@ -127,6 +127,7 @@ struct TrainGptBenchOptions {
   std::string device = "cpu";  // train.device for us, --device for the peer
   uint64_t seed = 1;
   bool switches = false;  // also each speed-up switch off against on (fp32, ours only)
+  bool compare = true;    // the nanoGPT comparison (false: the switches alone, --switches-only)
 };
 
 // Our GPT training against nanoGPT's model and loop in PyTorch, eager and

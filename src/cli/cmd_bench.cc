@@ -200,6 +200,9 @@ void RegisterBench(CLI::App& app) {
   gpt_cmd->add_flag("--switches", gpt.switches,
                     "also run ours with each speed-up switched off (attention, fused ops, fused "
                     "AdamW, vocabulary padding; TF32 on CUDA) against all on, in fp32");
+  gpt_cmd->add_flag_callback(
+      "--switches-only", [] { gpt.switches = true, gpt.compare = false; },
+      "only the switches: no nanoGPT comparison (scripts/gpu-check.sh's bench-gpt-switches)");
   gpt_cmd->add_option("--device", gpt.device, "where we and the PyTorch peer train")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
