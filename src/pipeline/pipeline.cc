@@ -121,6 +121,9 @@ struct Pipeline::Impl {
   std::condition_variable work_cv;      // workers wait here
   std::condition_variable consumer_cv;  // Next() waits here
   bool stop = false;
+  // SetParallelism: workers at or past `active_threads` park; batches are
+  // assembled at most `active_prefetch` ahead (both at most their options).
+  int active_threads = 0, active_prefetch = 0;
   // Planning: the next batch to plan.
   uint64_t plan_epoch, plan_index, next_seq = 0;
   bool plan_done = false;
@@ -182,6 +185,8 @@ Pipeline::Impl::Impl(std::unique_ptr<Source> src, const PipelineOptions& o,
         "the batch size or dataset changed since the state was saved");
   }
   state.seed = o.seed;
+  active_threads = o.threads;
+  active_prefetch = o.prefetch;
   plan_done = o.max_epochs != 0 && plan_epoch >= o.max_epochs;
   pool = BatchPool::Create(layout, static_cast<size_t>(o.prefetch + o.threads + 2), o.allocator);
 }
@@ -219,7 +224,7 @@ void Pipeline::Impl::Stop() {
 // ---- planning ------------------------------------------------------------------
 
 void Pipeline::Impl::PlanLocked() {
-  const uint64_t lookahead = static_cast<uint64_t>(opt.prefetch + opt.threads);
+  const uint64_t lookahead = static_cast<uint64_t>(active_prefetch + active_threads);
   const uint64_t n = source->samples();
   while (!plan_done && next_seq < consume_seq + lookahead) {
     Planned p{.seq = next_seq, .epoch = plan_epoch, .index = plan_index};
@@ -264,7 +269,7 @@ void Pipeline::Impl::PlanLocked() {
 
 bool Pipeline::Impl::ClaimAssembleLocked(AssembleJob& job) {
   for (auto it = pending.begin(); it != pending.end(); ++it) {
-    if (it->seq >= consume_seq + static_cast<uint64_t>(opt.prefetch)) return false;
+    if (it->seq >= consume_seq + static_cast<uint64_t>(active_prefetch)) return false;
     if (it->missing != 0) continue;
     job.error = nullptr;
     job.units.units.clear();
@@ -372,6 +377,10 @@ void Pipeline::Impl::WorkerLoop(size_t w) {
   Table scratch;
   std::unique_lock lock(mu);
   while (!stop) {
+    if (w >= static_cast<size_t>(active_threads)) {  // parked by SetParallelism
+      work_cv.wait(lock);
+      continue;
+    }
     PlanLocked();
     AssembleJob job;
     if (ClaimAssembleLocked(job)) {
@@ -475,7 +484,8 @@ PipelineStats Pipeline::Impl::Stats() const {
   const double integral =
       ready_integral +
       double(ready.size()) * std::chrono::duration<double>(Clock::now() - ready_changed).count();
-  s.queue_capacity = static_cast<size_t>(opt.prefetch);
+  s.queue_capacity = static_cast<size_t>(active_prefetch);
+  s.active_threads = active_threads;
   s.queue_ready = ready.size();
   s.queue_mean_ready = elapsed > 0 ? integral / elapsed : 0;
   s.consumer_wait_s = double(consumer_wait_ns) * 1e-9;
@@ -510,6 +520,24 @@ Pipeline::~Pipeline() {
 
 BatchPtr Pipeline::Next() {
   return impl_->Next();
+}
+void Pipeline::SetParallelism(int threads, int prefetch) {
+  Impl& p = *impl_;
+  if (threads < 1 || threads > p.opt.threads || prefetch < 1 || prefetch > p.opt.prefetch) {
+    throw ConfigError(fmt::format("pipeline parallelism {} threads, prefetch {} is outside what "
+                                  "the pipeline was built with ({} threads, prefetch {})",
+                                  threads, prefetch, p.opt.threads, p.opt.prefetch),
+                      ErrorWhere{.field = threads < 1 || threads > p.opt.threads
+                                              ? "pipeline.threads"
+                                              : "pipeline.prefetch"},
+                      "build the pipeline with the largest values it may be set to");
+  }
+  {
+    std::lock_guard lock(p.mu);
+    p.active_threads = threads;
+    p.active_prefetch = prefetch;
+  }
+  p.work_cv.notify_all();
 }
 PipelineState Pipeline::state() const {
   std::lock_guard lock(impl_->mu);

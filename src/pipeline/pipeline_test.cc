@@ -7,6 +7,8 @@
 #include <set>
 #include <string>
 #include <vector>
+#include <thread>
+#include <chrono>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -106,6 +108,55 @@ TEST(Pipeline, BatchesAreIdenticalForAnyThreadCount) {
     ASSERT_EQ(one.size(), 2 * (300 / 16));
     for (int threads : {2, 3, 8}) EXPECT_TRUE(Collect(ShopSpec(), Options(threads, mode)) == one);
   }
+}
+
+// The AutoTuner's trials change threads and prefetch while the pipeline
+// runs: the workers in use follow, and the batches stay the same.
+TEST(Pipeline, ParallelismChangesWhileRunningAndTheBatchesDoNot) {
+  const auto reference = Collect(ShopSpec(), Options(1));
+  PipelineOptions o = Options(4);
+  o.prefetch = 8;
+  Pipeline p(ShopSpec(), o);
+  EXPECT_EQ(p.Stats().active_threads, 4);
+  const std::vector<std::pair<int, int>> settings = {{1, 1}, {3, 2}, {2, 8}, {4, 1}, {1, 5}};
+  std::vector<Snapshot> got;
+  for (size_t i = 0; BatchPtr b = p.Next(); ++i) {
+    got.push_back(Take(*b));
+    b.reset();
+    if (i % 5 == 0) {
+      const auto [threads, prefetch] = settings[(i / 5) % settings.size()];
+      p.SetParallelism(threads, prefetch);
+      const PipelineStats s = p.Stats();
+      EXPECT_EQ(s.active_threads, threads);
+      EXPECT_EQ(s.queue_capacity, size_t(prefetch));
+      EXPECT_LE(s.queue_ready, size_t(8));
+    }
+  }
+  EXPECT_TRUE(got == reference);
+  EXPECT_THROW(p.SetParallelism(5, 1), Error);  // more than it was built with
+  EXPECT_THROW(p.SetParallelism(1, 9), Error);
+  EXPECT_THROW(p.SetParallelism(0, 1), Error);
+}
+
+// Parked workers take no work: with one worker in use, the others' busy
+// time stops growing.
+TEST(Pipeline, ParkedWorkersDoNoWork) {
+  PipelineOptions o = Options(3);
+  o.max_epochs = 6;
+  Pipeline p(ShopSpec(), o);
+  p.SetParallelism(1, 3);
+  BatchPtr first = p.Next();
+  first.reset();
+  // A job a parked worker began before the call finishes within this.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const PipelineStats before = p.Stats();
+  while (BatchPtr b = p.Next()) {
+  }
+  const PipelineStats after = p.Stats();
+  double others = 0;
+  for (size_t w = 1; w < 3; ++w) others += after.workers[w].busy_s - before.workers[w].busy_s;
+  EXPECT_EQ(others, 0.0);
+  EXPECT_GT(after.workers[0].busy_s, before.workers[0].busy_s);
 }
 
 TEST(Pipeline, EverySampleExactlyOncePerEpoch) {

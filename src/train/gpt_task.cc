@@ -140,6 +140,7 @@ class GptTask final : public Task {
   void EndMicroBatch() override { batch_.reset(); }
   PipelineState LoaderState() const override { return train_->state(); }
   std::vector<StageStats> LoaderStages() const override { return train_->Stats().stages; }
+  Pipeline& training_pipeline() override { return *train_; }
   bool has_validation() const override { return !settings_.data.valid.empty(); }
 
   // Mean next-token loss over data.valid's windows (train.eval_batches of

@@ -110,6 +110,7 @@ class RankerTask final : public Task {
   }
 
   std::vector<StageStats> LoaderStages() const override { return train_->Stats().stages; }
+  Pipeline& training_pipeline() override { return *train_; }
 
   bool has_validation() const override { return !settings_.data.valid.empty(); }
 

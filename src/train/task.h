@@ -91,6 +91,8 @@ class Task {
   virtual PipelineState LoaderState() const = 0;
   // The training loader's stages with their busy seconds, and its threads.
   virtual std::vector<StageStats> LoaderStages() const = 0;
+  // The training loader itself (the AutoTuner changes its parallelism).
+  virtual Pipeline& training_pipeline() = 0;
 
   // Scores data.valid: the metrics TaskMetricNames() names.
   virtual Evaluation Evaluate(const Precision& precision) = 0;

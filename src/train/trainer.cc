@@ -109,7 +109,8 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
     phases_.track = options.trace->Track(fmt::format("rank {} phases", env.rank));
   }
   peaks_ = ResolvePeaks(options, device_, precision_.bf16());
-  std::optional<Checkpoint> ckpt = FindCheckpoint();
+  std::optional<Checkpoint> ckpt;
+  if (!options.trial) ckpt = FindCheckpoint();
   PipelineState start;
   if (ckpt) {
     const auto meta = nlohmann::json::parse(ckpt->meta_json);
@@ -136,7 +137,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   } else if (!options.init_from.empty()) {
     InitFrom(options.init_from);
   }
-  if (!leader()) return;  // rank 0 alone writes metrics
+  if (!leader() || options.trial) return;  // rank 0 alone writes metrics
   fs::create_directories(options.run_dir);
   sinks_.Add(std::make_unique<JsonlWriter>(options.run_dir / "metrics.jsonl"));
   // One event file per process and start step: a resumed run (even within
@@ -178,6 +179,19 @@ TrainResult Trainer::Run() {
   progress.Finish();
   Finish(started, run_steps, double(run_items));
   return result_;
+}
+
+Trainer::TrialSteps Trainer::RunTrialSteps(int64_t steps) {
+  TrialSteps t;
+  const double wait_before = phases_.seconds["data_wait"];
+  const auto start = Clock::now();
+  for (int64_t s = 0; s < steps; ++s) {
+    t.items += Step().second;
+    ++step_;
+  }
+  t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  t.data_wait_s = phases_.seconds["data_wait"] - wait_before;
+  return t;
 }
 
 // After step step_: a stop request's checkpoint, or the step's evaluation

@@ -54,6 +54,16 @@ class Trainer {
   Trainer(const Config& config, const TrainOptions& options);
   TrainResult Run();
 
+  // The AutoTuner's trials (options.trial): `steps` optimizer steps with
+  // no evaluation, checkpoint or log record.
+  struct TrialSteps {
+    double seconds = 0, data_wait_s = 0;
+    int64_t items = 0;
+  };
+  TrialSteps RunTrialSteps(int64_t steps);
+  Task& task() { return *task_; }
+  const ComputeDevice& device() const { return device_; }
+
  private:
   struct Verdict {
     bool best = false, stop = false;

@@ -122,7 +122,8 @@ struct WorkerStats {
 struct PipelineStats {
   std::vector<StageStats> stages;
   std::vector<WorkerStats> workers;
-  size_t queue_capacity = 0;    // prefetch
+  size_t queue_capacity = 0;    // prefetch (as SetParallelism last set it)
+  int active_threads = 0;       // workers not parked (SetParallelism)
   size_t queue_ready = 0;       // batches ready now
   double queue_mean_ready = 0;  // time-weighted mean of queue_ready
   double consumer_wait_s = 0;   // time Next() spent waiting (the trainer's data stall)
@@ -153,6 +154,12 @@ class Pipeline {
   // `start` before the first).
   PipelineState state() const;
   PipelineStats Stats() const;
+  // Changes the workers in use and the prefetch depth while the pipeline
+  // runs (the AutoTuner's trials), within the threads and prefetch it was
+  // built with: workers past `threads` park, and batches are assembled at
+  // most `prefetch` ahead. The batches and their order do not change.
+  // Throws Error{kConfig} outside those bounds. Any thread.
+  void SetParallelism(int threads, int prefetch);
 
   const BatchLayout& layout() const;
   uint64_t samples_per_epoch() const;

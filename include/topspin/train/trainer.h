@@ -92,6 +92,10 @@ struct TrainOptions {
   double peak_tflops = 0;
   double peak_gbs = 0;
   bool measure_peak = false;
+  // The AutoTuner's trials (topspin/train/tune.h): no checkpoint is looked
+  // for or written, nothing is written to run_dir, and the steps are run by
+  // the tuner, not by Train.
+  bool trial = false;
 };
 
 struct TrainResult {
