@@ -47,6 +47,10 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--master-port", args.job.master_port, "rendezvous port on --master-addr")
       ->check(CLI::Range(1, 65535))
       ->capture_default_str();
+  cmd->add_flag("--tune", args.tune,
+                "run the AutoTuner first (topspin tune; instant when its cache has this "
+                "machine and workload) and train with its settings");
+  AddTuneOptions(cmd, args.tune_args, "tune-");
   cmd->callback([] { RunTrainJob(args); });
 }
 

@@ -20,6 +20,7 @@ void RegisterInspect(CLI::App& app);
 void RegisterTokenizer(CLI::App& app);
 void RegisterPipeline(CLI::App& app);
 void RegisterTrain(CLI::App& app);
+void RegisterTune(CLI::App& app);
 void RegisterEval(CLI::App& app);
 void RegisterScore(CLI::App& app);
 void RegisterGenerate(CLI::App& app);

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   cli::RegisterTokenizer(app);
   cli::RegisterPipeline(app);
   cli::RegisterTrain(app);
+  cli::RegisterTune(app);
   cli::RegisterEval(app);
   cli::RegisterScore(app);
   cli::RegisterGenerate(app);

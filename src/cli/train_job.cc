@@ -107,13 +107,41 @@ int PrintResult(const TrainResult& r, const Settings& settings, const LaunchEnv&
 
 }  // namespace
 
+#ifdef TOPSPIN_HAVE_TORCH
+// --tune: the tuned settings after the user's overrides (the launcher and a
+// single process tune or read the cache; a rank only reads it).
+std::vector<std::string> TunedOverrides(const TrainArgs& args, const JobPlan& plan) {
+  std::vector<std::string> overrides = args.overrides;
+  if (!args.tune) return overrides;
+  TuneArgs t = args.tune_args;
+  t.config = args.path;
+  t.overrides = args.overrides;
+  t.world_size = plan.role == JobRole::kRank       ? plan.env.world_size
+                 : plan.role == JobRole::kLauncher ? plan.nproc * args.job.nnodes
+                                                   : 1;
+  TuneRequest request = MakeTuneRequest(t);
+  request.cache_only = plan.role == JobRole::kRank;
+  if (request.cache_only) request.say = nullptr;
+  const TuneReport r = Tune(request);
+  if (plan.role != JobRole::kRank) {
+    for (const std::string& line : r.summary) fmt::print("tune          {}\n", line);
+    fmt::print("tune          {} ({})\n", fmt::join(r.sets, " "),
+               r.cache_hit ? "from the cache" : "measured now, cached");
+  }
+  overrides.insert(overrides.end(), r.sets.begin(), r.sets.end());
+  return overrides;
+}
+#endif
+
 void RunTrainJob(const TrainArgs& args) {
 #ifdef TOPSPIN_HAVE_TORCH
-  const Config config = Config::Load(args.path, args.overrides, TopspinSchema());
-  const Settings settings = Settings::From(config);
-  SetLogLevel(settings.run.log_level);
+  const Config untuned = Config::Load(args.path, args.overrides, TopspinSchema());
+  SetLogLevel(Settings::From(untuned).run.log_level);
   CheckTrainFlags(args);
-  const JobPlan plan = PlanJob(args.job, settings.dist);
+  const JobPlan plan = PlanJob(args.job, Settings::From(untuned).dist);
+  const Config config =
+      args.tune ? Config::Load(args.path, TunedOverrides(args, plan), TopspinSchema()) : untuned;
+  const Settings settings = Settings::From(config);
   if (plan.role == JobRole::kLauncher) {
     if (const int status = LaunchJob(args.job, config, plan.nproc); status != 0) {
       throw ExitRequest(status);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/tune_args.h"
 #include "topspin/dist/job.h"
 
 namespace topspin::cli {
@@ -17,6 +18,10 @@ struct TrainArgs {
   JobArgs job;
   bool extend = false;
   std::string init_from;
+  // --tune: the AutoTuner first (or its cache), then training with its
+  // settings. A rank of a job reads the cache its launcher wrote.
+  bool tune = false;
+  TuneArgs tune_args;
 };
 
 // Throws ExitRequest with the status a launcher or a stopped run exits with.

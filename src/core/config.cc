@@ -253,7 +253,8 @@ const ValueOrigin& Config::Origin(std::string_view key) const {
 
 // ---- output ----------------------------------------------------------------------------
 
-std::string Config::ToYaml(bool with_origins) const {
+std::string Config::ToYaml(bool with_origins,
+                           const std::map<std::string, std::string, std::less<>>& notes) const {
   std::string out;
   std::vector<std::string> open;  // path components of the current group
   for (const auto& f : schema_->fields()) {
@@ -269,7 +270,9 @@ std::string Config::ToYaml(bool with_origins) const {
     }
     const Entry& e = values_.at(f.key);
     out += fmt::format("{:{}}{}: {}", "", 2 * (parts.size() - 1), parts.back(), YamlValue(e.value));
-    if (with_origins && e.origin.kind != ValueOrigin::Kind::kDefault) {
+    if (const auto note = notes.find(f.key); note != notes.end()) {
+      out += "  # " + note->second;
+    } else if (with_origins && e.origin.kind != ValueOrigin::Kind::kDefault) {
       out += "  # " + e.origin.Format();
     }
     out += "\n";

@@ -27,6 +27,21 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+double MeanOf(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / double(v.size());
+}
+
+double StdErrOf(const std::vector<double>& v) {
+  const size_t n = v.size();
+  if (n < 2) return 0;
+  const double m = MeanOf(v);
+  double ss = 0;
+  for (double x : v) ss += (x - m) * (x - m);
+  return std::sqrt(ss / double(n - 1) / double(n));
+}
+
 double Rse(const TrialOutcome& o) {
   const double m = o.Mean();
   return m > 0 ? o.StdErr() / m : 1.0;
@@ -54,24 +69,44 @@ class Search {
 
   bool TimeLeft() const { return Seconds(started_) < options_.budget_s; }
 
-  // Measures `knobs` until its spread is known; records the trial.
-  const TrialOutcome& Measure(const TuneKnobs& knobs, const std::string& purpose) {
+  // The first setting: windows until its spread is known.
+  TrialOutcome Measure(const TuneKnobs& knobs, const std::string& purpose) {
     TrialOutcome o = runner_.Run(knobs, options_.min_windows);
     while (!o.oom && int(o.windows.size()) < options_.max_windows &&
            Rse(o) > options_.target_rse && TimeLeft()) {
-      TrialOutcome more = runner_.Run(knobs, 1);
-      o.windows.insert(o.windows.end(), more.windows.begin(), more.windows.end());
-      o.signals = more.signals;
-      o.seconds += more.seconds;
-      o.peak_bytes = std::max(o.peak_bytes, more.peak_bytes);
-      o.oom = more.oom;
-      o.error = more.error;
+      Merge(o, runner_.Run(knobs, 1));
     }
     result_.trials.push_back({.search = "throughput", .purpose = purpose, .knobs = knobs,
                               .outcome = o});
-    auto [it, inserted] = measured_.emplace(Key(knobs), std::pair(knobs, o));
-    if (!inserted) it->second.second = o;
-    return it->second.second;
+    Remember(knobs, o);
+    return o;
+  }
+
+  // `candidate` against `best` in turns, one window each, until the verdict
+  // is clear (the difference beyond 2 standard errors either way, or too
+  // small to matter) or max_windows pairs. True: the candidate is better.
+  bool Challenge(const TuneKnobs& best, const TuneKnobs& candidate, const std::string& purpose,
+                 TrialOutcome& best_o, TrialOutcome& candidate_o) {
+    TrialOutcome b, c;
+    std::vector<double> diffs;
+    for (int i = 0; i < options_.max_windows; ++i) {
+      Merge(b, runner_.Run(best, 1));
+      Merge(c, runner_.Run(candidate, 1));
+      if (c.oom || b.oom || c.windows.size() != b.windows.size()) break;
+      diffs.push_back(c.windows.back() - b.windows.back());
+      if (int(diffs.size()) >= options_.min_windows) {
+        const double m = MeanOf(diffs), se = StdErrOf(diffs), base = b.Mean();
+        if (std::abs(m) > 2 * se || 2 * se < options_.min_gain * base) break;
+      }
+      if (!TimeLeft()) break;
+    }
+    const bool better = !c.oom && BeatsNoise(b.windows, c.windows, options_.min_gain);
+    result_.trials.push_back({.search = "throughput", .purpose = purpose, .knobs = candidate,
+                              .outcome = c, .baseline = b.windows, .accepted = better});
+    Remember(candidate, c);
+    best_o = b;
+    candidate_o = c;
+    return better;
   }
 
   bool Tried(const TuneKnobs& k) const { return measured_.count(Key(k)) != 0; }
@@ -149,27 +184,42 @@ class Search {
     };
     const TrialOutcome& chosen = measured_.at(Key(best)).second;
     for (const Knob& knob : knobs) {
-      // The best measurement of each other value of this knob.
-      std::map<std::string, const TrialOutcome*> others;
-      for (const auto& [key, entry] : measured_) {
-        const std::string v = knob.value(entry.first);
-        if (v == knob.value(best) || entry.second.oom) continue;
-        const TrialOutcome*& slot = others[v];
-        if (!slot || entry.second.Mean() > slot->Mean()) slot = &entry.second;
+      // Each other value's trial in turns with the best of its time: the
+      // paired difference (what the decision was made on).
+      std::map<std::string, std::string> others;
+      for (const TrialRecord& t : result_.trials) {
+        const std::string v = knob.value(t.knobs);
+        if (v == knob.value(best) || t.baseline.empty()) continue;
+        const double base = MeanOf(t.baseline);
+        others[v] = t.outcome.oom ? "out of memory"
+                                  : fmt::format("{:+.1f}%", 100 * (t.outcome.Mean() / base - 1));
       }
       std::string why = fmt::format("{}: {}", knob.value(best), Rate(chosen));
       if (others.empty()) {
         why += "; no other value was worth a trial";
       } else {
         std::vector<std::string> parts;
-        for (const auto& [v, o] : others) parts.push_back(fmt::format("{}: {}", v, Rate(*o)));
-        why += "; tried " + Join(parts, ", ");
+        for (const auto& [v, d] : others) parts.push_back(fmt::format("{} {}", v, d));
+        why += "; tried " + Join(parts, ", ") + " (in turns with the best then)";
       }
       result_.reasons.emplace_back(knob.key, why);
     }
   }
 
   ThroughputResult& result() { return result_; }
+
+  static void Merge(TrialOutcome& into, const TrialOutcome& more) {
+    into.windows.insert(into.windows.end(), more.windows.begin(), more.windows.end());
+    into.signals = more.signals;
+    into.seconds += more.seconds;
+    into.peak_bytes = std::max(into.peak_bytes, more.peak_bytes);
+    into.oom = into.oom || more.oom;
+    if (!more.error.empty()) into.error = more.error;
+  }
+  void Remember(const TuneKnobs& knobs, const TrialOutcome& o) {
+    auto [it, inserted] = measured_.emplace(Key(knobs), std::pair(knobs, o));
+    if (!inserted) it->second.second = o;
+  }
   double elapsed() const { return Seconds(started_); }
 
  private:
@@ -190,32 +240,23 @@ std::string TuneKnobs::Describe() const {
                      prefetch, compute_threads, pinned ? ", pinned" : "", micro_batch, grad_accum);
 }
 
-double TrialOutcome::Mean() const {
-  if (windows.empty()) return 0;
-  double s = 0;
-  for (double w : windows) s += w;
-  return s / double(windows.size());
-}
+double TrialOutcome::Mean() const { return MeanOf(windows); }
 
-double TrialOutcome::StdErr() const {
-  const size_t n = windows.size();
-  if (n < 2) return 0;
-  const double m = Mean();
-  double ss = 0;
-  for (double w : windows) ss += (w - m) * (w - m);
-  return std::sqrt(ss / double(n - 1) / double(n));
-}
+double TrialOutcome::StdErr() const { return StdErrOf(windows); }
 
-bool BeatsNoise(const TrialOutcome& candidate, const TrialOutcome& best, double min_gain) {
-  if (candidate.oom || candidate.windows.empty()) return false;
-  const double diff = candidate.Mean() - best.Mean();
-  const double noise =
-      2 * std::sqrt(candidate.StdErr() * candidate.StdErr() + best.StdErr() * best.StdErr());
-  return diff > std::max(noise, min_gain * best.Mean());
+bool BeatsNoise(const std::vector<double>& best, const std::vector<double>& candidate,
+                double min_gain) {
+  const size_t n = std::min(best.size(), candidate.size());
+  if (n < 2) return false;
+  std::vector<double> diffs;
+  for (size_t i = 0; i < n; ++i) diffs.push_back(candidate[i] - best[i]);
+  const double m = MeanOf(diffs);
+  return m > std::max(2 * StdErrOf(diffs), min_gain * MeanOf(best));
 }
 
 ThroughputResult TuneThroughput(TrialRunner& runner, const TuneKnobs& start,
-                                const TuneSpace& space, const TuneOptions& options) {
+                                const TuneSpace& space, const TuneOptions& options,
+                                const std::vector<TuneKnobs>& challengers) {
   Search search(runner, space, options);
   TuneKnobs best = start;
   best.loader_threads = 1;
@@ -231,14 +272,25 @@ ThroughputResult TuneThroughput(TrialRunner& runner, const TuneKnobs& start,
     moved = false;
     for (const auto& [knobs, why] : search.Moves(best, best_o)) {
       if (!search.TimeLeft()) break;
-      const TrialOutcome o = search.Measure(knobs, why);
-      if (BeatsNoise(o, best_o, options.min_gain)) {
-        r.trials.back().accepted = true;
+      TrialOutcome b, c;
+      const bool better = search.Challenge(best, knobs, why, b, c);
+      search.Remember(best, b);
+      if (better) {
         best = knobs;
-        best_o = o;
+        best_o = c;
         moved = true;
         break;  // climb from the new best
       }
+    }
+  }
+  for (const TuneKnobs& challenger : challengers) {
+    if (challenger == best || !search.TimeLeft()) continue;
+    TrialOutcome b, c;
+    const bool better = search.Challenge(best, challenger, "challenger (the config's own)", b, c);
+    search.Remember(best, b);
+    if (better) {
+      best = challenger;
+      best_o = c;
     }
   }
   r.budget_hit = !search.TimeLeft();

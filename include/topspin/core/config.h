@@ -105,8 +105,10 @@ class Config {
   const ValueOrigin& Origin(std::string_view key) const;
 
   // Resolved config as YAML, in schema order. With origins, each value not
-  // a default carries a comment saying where it was set.
-  std::string ToYaml(bool with_origins = false) const;
+  // a default carries a comment saying where it was set; a key in `notes`
+  // carries its note instead (the tuner's reasons).
+  std::string ToYaml(bool with_origins = false,
+                     const std::map<std::string, std::string, std::less<>>& notes = {}) const;
   // "key=value" per hashed key, sorted by key: the text Hash() digests.
   std::string CanonicalText() const;
   // xxh3-64 of CanonicalText(), 16 hex digits.

@@ -16,10 +16,14 @@
 // one more loader thread, then a deeper prefetch; when the step does not
 // wait, compute is the limit, so it tries one more and one fewer compute
 // thread and one fewer loader thread (a loader thread freed is a core for
-// compute). A change is accepted only when its mean beats the best so far
-// by more than the noise: 2 standard errors of the difference, and at
-// least `min_gain` of the best. It stops when no move is accepted, or at
-// the budget.
+// compute). A candidate is measured against the best so far window by
+// window in turns (best, candidate, best, candidate, ...), so a drift of
+// the machine's speed (a neighbour on a shared host, clocks) moves both
+// alike, and it is accepted only when the mean of the paired differences
+// beats the noise: more than 2 standard errors of those differences, and
+// at least `min_gain` of the best. It stops when no move is accepted, or
+// at the budget; the `challengers` (the config's own settings) then face
+// the best the same way.
 //
 // Batch size (SearchBatch). The peak memory of a step is modelled as
 // fixed + per_sample * b (parameters, gradients and optimizer state do not
@@ -104,6 +108,8 @@ struct TrialRecord {
   std::string purpose;  // "start", "loader +1 (data wait 31%)", ...
   TuneKnobs knobs;
   TrialOutcome outcome;
+  // The best so far, measured in turns with this trial's windows.
+  std::vector<double> baseline;
   bool accepted = false;
 };
 
@@ -122,10 +128,13 @@ struct ThroughputResult {
 // `start`'s micro_batch, grad_accum (and pinned when not tuned) are kept;
 // the loader starts at one thread and prefetch 2 whatever `start` says.
 ThroughputResult TuneThroughput(TrialRunner& runner, const TuneKnobs& start,
-                                const TuneSpace& space, const TuneOptions& options);
+                                const TuneSpace& space, const TuneOptions& options,
+                                const std::vector<TuneKnobs>& challengers = {});
 
-// True when `candidate` beats `best` by more than the noise (see above).
-bool BeatsNoise(const TrialOutcome& candidate, const TrialOutcome& best, double min_gain);
+// True when `candidate` beats `best` by more than the noise (see above):
+// windows paired by index, measured in turns.
+bool BeatsNoise(const std::vector<double>& best, const std::vector<double>& candidate,
+                double min_gain);
 
 // ---- batch size ---------------------------------------------------------------
 
