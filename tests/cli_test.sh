@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo gen convert inspect tokenizer pipeline train eval score generate profile report bench completion; do
+for sub in version config demo gen convert inspect tokenizer pipeline train tune eval score generate profile report bench completion; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -309,6 +309,22 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
   # A model of the other path through the switches: composed AdamW.
   expect 0 "trained       6 steps" -- "$bin" "${gpt_args[@]}" --set optim.fused=false \
     --run-dir "$tmp/gpt-unfused"
+  # The AutoTuner on the GPT: a tuned config with a reason per tuned key and
+  # a trial log; the second run, and train --tune, read its cache; the
+  # ranks of a job launched with --tune read what their launcher tuned.
+  tune_env=(env TOPSPIN_TUNE_CACHE="$tmp/tune-cache")
+  tune_args=(tune "$src/configs/gpt.yaml" "${gpt_args[@]:2}" --budget 3 --out "$tmp/tuned.yaml")
+  expect 0 "cache .*\(written\)" -- "${tune_env[@]}" "$bin" "${tune_args[@]}"
+  expect 0 "  threads: [0-9]+  # tuned [0-9]+: " -- cat "$tmp/tuned.yaml"
+  expect 0 "  batch_size: 4  # tuned 4 per rank" -- cat "$tmp/tuned.yaml"
+  expect 0 '"search":"throughput"' -- cat "$tmp/tuned.yaml.trials.jsonl"
+  expect 0 "cache .*\(hit\)" -- "${tune_env[@]}" "$bin" "${tune_args[@]}"
+  expect 0 "trained       6 steps" -- "$bin" train "$tmp/tuned.yaml" --run-dir "$tmp/gpt-tuned"
+  expect 0 "tune .*from the cache" -- "${tune_env[@]}" "$bin" "${gpt_args[@]}" --tune \
+    --run-dir "$tmp/gpt-tune"
+  expect 0 "trained       6 steps" -- "${tune_env[@]}" "$bin" "${gpt_args[@]}" --tune \
+    --tune-budget 3 --nproc 2 --run-dir "$tmp/gpt-tune2"
+  expect 2 "memory-limit" -- "$bin" "${tune_args[@]}" --memory-limit lots
   # Generation and evaluation of the ZeRO-3 run's (gathered) best checkpoint:
   # the same seed, the same text; stdout is the prompt and the text alone.
   gen_args=(generate "$tmp/gpt" --prompt "The " --max-new-tokens 24 --seed 7 --temperature 1)

@@ -115,6 +115,21 @@ BenchTable RunDistBench(const DistBenchOptions& options);
 GptShape BenchGptShape();
 
 
+struct TuneBenchOptions {
+  std::filesystem::path scratch;
+  uint64_t queries = 4000;  // gen shop queries for the ranker
+  double window_s = 0.5;    // a measurement window
+  double budget_s = 120;    // the tuner's
+  int rounds = 6;           // windows in turns for the final comparisons
+  double wall = 12.3;       // the memory limit sits at this many configured batches
+};
+
+// The AutoTuner against an exhaustive grid over the same knobs and against
+// the defaults (throughput in turns, time), and its batch-size search
+// against Lightning's finder (trials, batch), on the ranker and a small GPT
+// through the real step. Needs LibTorch.
+BenchTable RunTuneBench(const TuneBenchOptions& options);
+
 struct TrainGptBenchOptions {
   std::filesystem::path scratch;
   std::filesystem::path peers = "bench/peers";

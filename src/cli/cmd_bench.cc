@@ -240,6 +240,32 @@ void RegisterBench(CLI::App& app) {
 
   // One rank of bench dist's GPT job; hidden (group ""), started by the bench.
 
+  static TuneBenchOptions tune;
+  tune.scratch = data.scratch;
+  auto* tune_cmd = bench->add_subcommand(
+      "tune",
+      "The AutoTuner vs an exhaustive grid and the defaults (ranker, GPT), and its batch-size "
+      "search vs Lightning's finder");
+  tune_cmd->add_option("--json", args.json_path, "also write the table as JSON to this file");
+  tune_cmd->add_option("--queries", tune.queries, "gen shop queries for the ranker")
+      ->check(CLI::Range(uint64_t{500}, uint64_t{10000000}))
+      ->capture_default_str();
+  tune_cmd->add_option("--window", tune.window_s, "seconds per measurement window")
+      ->check(CLI::Range(0.05, 60.0))
+      ->capture_default_str();
+  tune_cmd->add_option("--budget", tune.budget_s, "the tuner's budget in seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tune_cmd->add_option("--rounds", tune.rounds, "windows in turns for the final comparisons")
+      ->check(CLI::Range(2, 100))
+      ->capture_default_str();
+  tune_cmd->add_option("--wall", tune.wall, "the memory limit, in configured batches")
+      ->check(CLI::Range(2.0, 1000.0))
+      ->capture_default_str();
+  tune_cmd->add_option("--scratch", tune.scratch, "where inputs are generated")
+      ->capture_default_str();
+  tune_cmd->callback([] { Report(RunTuneBench(tune), args); });
+
   static OrderBenchOptions order;
   auto* order_cmd = bench->add_subcommand(
       "order", "Shuffle quality of none/block/global orders vs std::shuffle, and lookup speed");

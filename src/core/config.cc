@@ -254,10 +254,15 @@ const ValueOrigin& Config::Origin(std::string_view key) const {
 // ---- output ----------------------------------------------------------------------------
 
 std::string Config::ToYaml(bool with_origins,
-                           const std::map<std::string, std::string, std::less<>>& notes) const {
+                           const std::map<std::string, std::string, std::less<>>& notes,
+                           bool only_set) const {
   std::string out;
   std::vector<std::string> open;  // path components of the current group
   for (const auto& f : schema_->fields()) {
+    if (only_set && values_.at(f.key).origin.kind == ValueOrigin::Kind::kDefault &&
+        notes.find(f.key) == notes.end()) {
+      continue;
+    }
     const std::vector<std::string> parts = Split(f.key, '.');
     size_t common = 0;
     while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common]) {

@@ -13,6 +13,7 @@ namespace topspin {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const Schema& S() {
   return TopspinSchema();
@@ -221,6 +222,13 @@ TEST(Config, ToYamlRoundTripsToTheSameConfig) {
   EXPECT_EQ(b.GetString("run.name"), "odd: name");
   EXPECT_THAT(a.ToYaml(true), HasSubstr("threads: 8  # test.yaml:2"));
   EXPECT_THAT(a.ToYaml(true), HasSubstr("# --set pipeline.shuffle=none"));
+  // Only what was set, plus the noted keys (the tuner's output): the same
+  // config again, with no default written out.
+  const std::string set = a.ToYaml(true, {{"pipeline.prefetch", "tuned 2"}}, /*only_set=*/true);
+  EXPECT_THAT(set, HasSubstr("pipeline:\n  threads: 8  # test.yaml:2\n"));
+  EXPECT_THAT(set, HasSubstr("  prefetch: 4  # tuned 2\n"));
+  EXPECT_THAT(set, Not(HasSubstr("data:")));
+  EXPECT_EQ(ParseText(set).Hash(), a.Hash());
 }
 
 TEST(Config, LoadNamesAMissingFile) {

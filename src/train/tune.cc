@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <thread>
 
@@ -325,11 +326,27 @@ StepTrials::~StepTrials() {
   fs::remove_all(p.run_dir, ignored);
 }
 
+// Runs `fn`; an out-of-memory (the tuner's limit, the device's, the host's)
+// destroys the trainer and returns its message, and the process goes on.
+template <typename F>
+std::optional<std::string> OutOfMemoryIn(StepTrials::Impl& p, F&& fn) {
+  try {
+    fn();
+    return std::nullopt;
+  } catch (const c10::OutOfMemoryError& e) {
+    p.AfterOom();
+    return Describe(e);
+  } catch (const std::bad_alloc& e) {
+    p.AfterOom();
+    return std::string("std::bad_alloc: ") + e.what();
+  }
+}
+
 TrialOutcome StepTrials::Run(const TuneKnobs& knobs, int windows) {
   Impl& p = *impl_;
   TrialOutcome o;
   const auto start = Clock::now();
-  try {
+  const auto oom = OutOfMemoryIn(p, [&] {
     const bool changed = !p.have_live || !(knobs == p.live) || p.NeedsBuild(knobs);
     if (p.NeedsBuild(knobs)) {
       p.ResetPeak();
@@ -341,10 +358,11 @@ TrialOutcome StepTrials::Run(const TuneKnobs& knobs, int windows) {
         p.trainer->RunTrialSteps(2);  // first steps allocate
         const auto one = p.trainer->RunTrialSteps(1);
         p.steps_per_window =
-            std::max<int64_t>(1, int64_t(p.request.window_s / std::max(one.seconds, 1e-6) + 0.5));
+            std::max<int64_t>(2, int64_t(p.request.window_s / std::max(one.seconds, 1e-6) + 0.5));
       } else {
-        // Warm-up: the queue refills at the new setting.
-        p.trainer->RunTrialSteps(std::max<int64_t>(2, p.steps_per_window / 2));
+        // Warm-up: the queue refills at the new setting (threads and
+        // prefetch change in place; nothing is rebuilt).
+        p.trainer->RunTrialSteps(std::max<int64_t>(1, p.steps_per_window / 4));
       }
     }
     double wait = 0, secs = 0;
@@ -358,15 +376,9 @@ TrialOutcome StepTrials::Run(const TuneKnobs& knobs, int windows) {
     o.signals.data_wait_fraction = secs > 0 ? wait / secs : 0;
     o.signals.loader_busy = secs > 0 ? (p.LoaderBusy() - busy_before) / secs : 0;
     o.peak_bytes = p.Peak();
-  } catch (const c10::OutOfMemoryError& e) {
-    o.oom = true;
-    o.error = Describe(e);
-    p.AfterOom();
-  } catch (const std::bad_alloc& e) {
-    o.oom = true;
-    o.error = std::string("std::bad_alloc: ") + e.what();
-    p.AfterOom();
-  }
+  });
+  o.oom = oom.has_value();
+  o.error = oom.value_or("");
   o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return o;
 }
@@ -377,7 +389,7 @@ MemoryProbe StepTrials::Probe(int64_t batch, const TuneKnobs& base) {
   k.micro_batch = batch;
   k.grad_accum = AccumFor(batch);
   MemoryProbe probe{.batch = batch};
-  try {
+  const auto oom = OutOfMemoryIn(p, [&] {
     p.trainer.reset();  // the previous trainer's memory is not this one's
     p.config.reset();
     p.have_trainer = p.have_live = false;
@@ -386,15 +398,9 @@ MemoryProbe StepTrials::Probe(int64_t batch, const TuneKnobs& base) {
     p.ApplyLive(k);
     p.trainer->RunTrialSteps(2);
     probe.peak_bytes = p.Peak();
-  } catch (const c10::OutOfMemoryError& e) {
-    probe.oom = true;
-    probe.error = Describe(e);
-    p.AfterOom();
-  } catch (const std::bad_alloc& e) {
-    probe.oom = true;
-    probe.error = std::string("std::bad_alloc: ") + e.what();
-    p.AfterOom();
-  }
+  });
+  probe.oom = oom.has_value();
+  probe.error = oom.value_or("");
   return probe;
 }
 
@@ -713,7 +719,7 @@ TuneReport Tune(const TuneRequest& request) {
       request.config.string(), world, world == 1 ? "" : "s", report.machine.hash,
       report.machine.text, report.workload, report.summary[0], report.summary[1],
       report.summary[2]);
-  report.yaml += tuned.ToYaml(/*with_origins=*/true, notes);
+  report.yaml += tuned.ToYaml(/*with_origins=*/true, notes, /*only_set=*/true);
 
   if (!request.log.empty()) {
     std::string lines;

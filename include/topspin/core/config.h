@@ -106,9 +106,11 @@ class Config {
 
   // Resolved config as YAML, in schema order. With origins, each value not
   // a default carries a comment saying where it was set; a key in `notes`
-  // carries its note instead (the tuner's reasons).
+  // carries its note instead (the tuner's reasons). `only_set`: the keys
+  // set by the file or an override, and those in `notes`; no defaults.
   std::string ToYaml(bool with_origins = false,
-                     const std::map<std::string, std::string, std::less<>>& notes = {}) const;
+                     const std::map<std::string, std::string, std::less<>>& notes = {},
+                     bool only_set = false) const;
   // "key=value" per hashed key, sorted by key: the text Hash() digests.
   std::string CanonicalText() const;
   // xxh3-64 of CanonicalText(), 16 hex digits.
