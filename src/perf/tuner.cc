@@ -102,7 +102,8 @@ class Search {
     }
     const bool better = !c.oom && BeatsNoise(b.windows, c.windows, options_.min_gain);
     result_.trials.push_back({.search = "throughput", .purpose = purpose, .knobs = candidate,
-                              .outcome = c, .baseline = b.windows, .accepted = better});
+                              .outcome = c, .baseline = b.windows, .against = best,
+                              .accepted = better});
     Remember(candidate, c);
     best_o = b;
     candidate_o = c;
@@ -184,23 +185,31 @@ class Search {
     };
     const TrialOutcome& chosen = measured_.at(Key(best)).second;
     for (const Knob& knob : knobs) {
-      // Each other value's trial in turns with the best of its time: the
-      // paired difference (what the decision was made on).
-      std::map<std::string, std::string> others;
+      // The trials that changed this knob (alone, or with others: the
+      // challenger), each in turns with the best of its time: the paired
+      // difference (what was decided on).
+      std::vector<std::string> others;
       for (const TrialRecord& t : result_.trials) {
-        const std::string v = knob.value(t.knobs);
-        if (v == knob.value(best) || t.baseline.empty()) continue;
+        if (t.baseline.empty() || knob.value(t.knobs) == knob.value(t.against)) continue;
+        bool alone = true;
+        for (const Knob& other : knobs) {
+          if (other.key != knob.key && other.value(t.knobs) != other.value(t.against)) {
+            alone = false;
+          }
+        }
         const double base = MeanOf(t.baseline);
-        others[v] = t.outcome.oom ? "out of memory"
-                                  : fmt::format("{:+.1f}%", 100 * (t.outcome.Mean() / base - 1));
+        others.push_back(
+            t.outcome.oom ? fmt::format("{} out of memory", knob.value(t.knobs))
+                          : fmt::format("{} {:+.1f}% against {}{}", knob.value(t.knobs),
+                                        100 * (t.outcome.Mean() / base - 1),
+                                        knob.value(t.against),
+                                        alone ? "" : " (other knobs changed with it)"));
       }
       std::string why = fmt::format("{}: {}", knob.value(best), Rate(chosen));
       if (others.empty()) {
         why += "; no other value was worth a trial";
       } else {
-        std::vector<std::string> parts;
-        for (const auto& [v, d] : others) parts.push_back(fmt::format("{} {}", v, d));
-        why += "; tried " + Join(parts, ", ") + " (in turns with the best then)";
+        why += "; tried " + Join(others, ", ") + ", in turns";
       }
       result_.reasons.emplace_back(knob.key, why);
     }

@@ -108,8 +108,9 @@ struct TrialRecord {
   std::string purpose;  // "start", "loader +1 (data wait 31%)", ...
   TuneKnobs knobs;
   TrialOutcome outcome;
-  // The best so far, measured in turns with this trial's windows.
+  // The best so far (`against`), measured in turns with this trial's windows.
   std::vector<double> baseline;
+  TuneKnobs against;
   bool accepted = false;
 };
 
