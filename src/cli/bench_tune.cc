@@ -38,19 +38,6 @@ std::pair<double, double> InTurns(StepTrials& trials, const TuneKnobs& a, const 
   return {oa.Mean(), ob.Mean()};
 }
 
-// One grid point, measured as the tuner measures its first setting: 3
-// windows, more until the spread is within 2% (at most 8).
-TrialOutcome MeasureLikeTheTuner(StepTrials& trials, const TuneKnobs& k, const TuneOptions& o) {
-  TrialOutcome out = trials.Run(k, o.min_windows);
-  while (!out.oom && int(out.windows.size()) < o.max_windows &&
-         out.StdErr() > o.target_rse * out.Mean()) {
-    const TrialOutcome more = trials.Run(k, 1);
-    out.windows.insert(out.windows.end(), more.windows.begin(), more.windows.end());
-    out.seconds += more.seconds;
-  }
-  return out;
-}
-
 void BenchWorkload(const std::string& name, const fs::path& config, const TuneBenchOptions& o,
                    BenchStages& stages, BenchTable& table) {
   TuneRequest request;
@@ -81,7 +68,7 @@ void BenchWorkload(const std::string& name, const fs::path& config, const TuneBe
         k.loader_threads = t;
         k.prefetch = p;
         k.compute_threads = c;
-        const TrialOutcome r = MeasureLikeTheTuner(trials, k, topt);
+        const TrialOutcome r = MeasureUntilKnown(trials, k, topt);  // as the tuner measures
         grid_s += r.seconds;
         ++grid_settings;
         if (r.Mean() > grid_best_rate) {

@@ -56,6 +56,16 @@ std::string Rate(const TrialOutcome& o) {
   return fmt::format("{}/s +- {:.1f}%", v, 100 * Rse(o));
 }
 
+// `more` windows of the same setting appended to `into`.
+void Merge(TrialOutcome& into, const TrialOutcome& more) {
+  into.windows.insert(into.windows.end(), more.windows.begin(), more.windows.end());
+  into.signals = more.signals;
+  into.seconds += more.seconds;
+  into.peak_bytes = std::max(into.peak_bytes, more.peak_bytes);
+  into.oom = into.oom || more.oom;
+  if (!more.error.empty()) into.error = more.error;
+}
+
 auto Key(const TuneKnobs& k) {
   return std::tuple(k.loader_threads, k.prefetch, k.compute_threads, k.pinned, k.micro_batch,
                     k.grad_accum);
@@ -71,11 +81,7 @@ class Search {
 
   // The first setting: windows until its spread is known.
   TrialOutcome Measure(const TuneKnobs& knobs, const std::string& purpose) {
-    TrialOutcome o = runner_.Run(knobs, options_.min_windows);
-    while (!o.oom && int(o.windows.size()) < options_.max_windows &&
-           Rse(o) > options_.target_rse && TimeLeft()) {
-      Merge(o, runner_.Run(knobs, 1));
-    }
+    const TrialOutcome o = MeasureUntilKnown(runner_, knobs, options_, [this] { return TimeLeft(); });
     result_.trials.push_back({.search = "throughput", .purpose = purpose, .knobs = knobs,
                               .outcome = o});
     Remember(knobs, o);
@@ -217,14 +223,6 @@ class Search {
 
   ThroughputResult& result() { return result_; }
 
-  static void Merge(TrialOutcome& into, const TrialOutcome& more) {
-    into.windows.insert(into.windows.end(), more.windows.begin(), more.windows.end());
-    into.signals = more.signals;
-    into.seconds += more.seconds;
-    into.peak_bytes = std::max(into.peak_bytes, more.peak_bytes);
-    into.oom = into.oom || more.oom;
-    if (!more.error.empty()) into.error = more.error;
-  }
   void Remember(const TuneKnobs& knobs, const TrialOutcome& o) {
     auto [it, inserted] = measured_.emplace(Key(knobs), std::pair(knobs, o));
     if (!inserted) it->second.second = o;
@@ -252,6 +250,17 @@ std::string TuneKnobs::Describe() const {
 double TrialOutcome::Mean() const { return MeanOf(windows); }
 
 double TrialOutcome::StdErr() const { return StdErrOf(windows); }
+
+TrialOutcome MeasureUntilKnown(TrialRunner& runner, const TuneKnobs& knobs,
+                               const TuneOptions& options,
+                               const std::function<bool()>& time_left) {
+  TrialOutcome o = runner.Run(knobs, options.min_windows);
+  while (!o.oom && int(o.windows.size()) < options.max_windows && Rse(o) > options.target_rse &&
+         (!time_left || time_left())) {
+    Merge(o, runner.Run(knobs, 1));
+  }
+  return o;
+}
 
 bool BeatsNoise(const std::vector<double>& best, const std::vector<double>& candidate,
                 double min_gain) {

@@ -48,7 +48,6 @@ CountingCpuAllocator& Counting();
 class CountingCpuAllocator final : public c10::Allocator {
  public:
   void Wrap(c10::Allocator* base) { base_ = base; }
-  c10::Allocator* base() const { return base_; }
   void SetLimit(uint64_t bytes) { limit_ = bytes; }
   void ResetPeak() { peak_ = current_.load(); }
   uint64_t peak() const { return peak_.load(); }
@@ -432,10 +431,6 @@ int64_t StepTrials::AccumFor(int64_t batch) const {
   // A batch that does not divide the global batch (a probe outside the
   // allowed ones) keeps the configured accumulation.
   return p.request.free_batch || p.share % batch != 0 ? p.defaults.grad_accum : p.share / batch;
-}
-
-std::string StepTrials::accelerator() const {
-  return AcceleratorText(impl_->request.world_size);
 }
 
 // ---- the tuner ------------------------------------------------------------------

@@ -132,6 +132,14 @@ ThroughputResult TuneThroughput(TrialRunner& runner, const TuneKnobs& start,
                                 const TuneSpace& space, const TuneOptions& options,
                                 const std::vector<TuneKnobs>& challengers = {});
 
+// One setting measured until its spread is known: min_windows, then one
+// more at a time until the standard error is within target_rse of the mean
+// (at most max_windows, and only while `time_left` says so; null: always).
+// The search's first setting, and each point of `bench tune`'s grid.
+TrialOutcome MeasureUntilKnown(TrialRunner& runner, const TuneKnobs& knobs,
+                               const TuneOptions& options,
+                               const std::function<bool()>& time_left = {});
+
 // True when `candidate` beats `best` by more than the noise (see above):
 // windows paired by index, measured in turns.
 bool BeatsNoise(const std::vector<double>& best, const std::vector<double>& candidate,

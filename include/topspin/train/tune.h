@@ -106,7 +106,6 @@ class StepTrials final : public TrialRunner {
   uint64_t limit_bytes() const;
   const std::string& unit() const;
   const Config& config() const;
-  std::string accelerator() const;  // for the machine fingerprint
 
   struct Impl;
 
