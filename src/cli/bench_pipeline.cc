@@ -2,7 +2,10 @@
 // against the same transform in a PyTorch DataLoader
 // (bench/peers/pipeline_pytorch.py), plus the language-model window stream
 // against memcpy.
+#include <atomic>
 #include <cstring>
+#include <numeric>
+#include <thread>
 #include <string>
 
 #include <fmt/format.h>
@@ -18,12 +21,14 @@
 #include "topspin/perf/memory.h"
 #include "topspin/pipeline/pipeline.h"
 #include "topspin/pipeline/shop_features.h"
+#include "topspin/pipeline/transform.h"
 
 namespace topspin::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using Seconds = std::chrono::duration<double>;
+constexpr uint64_t kCheckQueries = 256;  // lists the peers' transform is checked on
 
 double MiB(uint64_t bytes) {
   return static_cast<double>(bytes) / (1 << 20);
@@ -31,34 +36,60 @@ double MiB(uint64_t bytes) {
 
 }  // namespace
 
-// The peer's inputs: the transform as data (the same columns, ops and
-// constants' sources as ShopDenseChains / ShopSparseChains).
-std::string ShopPeerSpecJson(uint64_t seed) {
-  nlohmann::json dense = nlohmann::json::array(), hash = nlohmann::json::array();
-  const auto& heavy = ShopHeavyTailedColumns();
-  const auto& categorical = ShopCategoricalColumns();
-  for (const auto& name : ShopFeatureNames()) {
-    if (std::find(categorical.begin(), categorical.end(), name) != categorical.end()) continue;
-    dense.push_back(
-        {{"column", name}, {"log1p", std::find(heavy.begin(), heavy.end(), name) != heavy.end()}});
+// The peers' inputs: the shop transform's constants as our pipeline resolves
+// them from `m` (the training data's statistics), so the peers compute the
+// same function and bench pipeline can check that they do.
+std::string ShopPeerSpecJson(const Manifest& m, uint64_t seed) {
+  nlohmann::json dense = nlohmann::json::array(), buckets = nlohmann::json::array(),
+                 hash = nlohmann::json::array();
+  for (const auto& text : ShopDenseChains()) {
+    FeatureChain chain = ParseFeatureChain(text, FeatureKind::kDense, "shop");
+    ResolveFeatureChain(chain, m, seed);
+    nlohmann::json c{{"column", chain.columns[0]}, {"log1p", false}};
+    for (const auto& s : chain.steps) {
+      switch (s.op) {
+        case TransformOp::kImpute: c["fill"] = static_cast<float>(s.a); break;
+        case TransformOp::kLog1p: c["log1p"] = true; break;
+        case TransformOp::kStandardize:
+          c["mean"] = static_cast<float>(s.a);
+          c["inv_std"] = static_cast<float>(s.b);
+          break;
+        case TransformOp::kClip:
+          c["lo"] = static_cast<float>(s.a);
+          c["hi"] = static_cast<float>(s.b);
+          break;
+        default: throw InternalError("ShopPeerSpecJson: an op the peers do not run");
+      }
+    }
+    dense.push_back(c);
   }
-  for (const auto& name : categorical)
-    hash.push_back({{"column", name}, {"slots", kShopHashSlots}});
-  return nlohmann::json{{"group", "qid"},
-                        {"label", "label"},
-                        {"clip", 5.0},
-                        {"seed", seed},
+  for (const auto& text : ShopSparseChains()) {
+    FeatureChain chain = ParseFeatureChain(text, FeatureKind::kSparse, "shop");
+    ResolveFeatureChain(chain, m, seed);
+    const TransformStep& s = chain.steps.back();
+    if (s.op == TransformOp::kBucketize) {
+      buckets.push_back({{"column", chain.columns[0]}, {"buckets", s.count}, {"edges", s.edges}});
+    } else if (s.op == TransformOp::kHash) {
+      hash.push_back({{"column", chain.columns[0]}, {"slots", s.count}, {"seed", s.seed}});
+    } else {
+      throw InternalError("ShopPeerSpecJson: an op the peers do not run");
+    }
+  }
+  return nlohmann::json{{"group", m.group_column},
+                        {"label", m.label_column},
                         {"dense", dense},
-                        {"bucketize",
-                         {{{"column", "price"}, {"buckets", kShopBuckets}},
-                          {{"column", "delivery_days"}, {"buckets", kShopBuckets}}}},
+                        {"bucketize", buckets},
                         {"hash", hash}}
       .dump();
 }
 
 namespace {
 
-nlohmann::json RunPeer(const fs::path& csv, const fs::path& spec, const PipelineBenchOptions& o) {
+// The peers (pipeline_pytorch.py: in memory and from Parquet), after they
+// check that their transform equals ours on our first `check_queries` lists.
+nlohmann::json RunPeers(const fs::path& csv, const fs::path& spec, const fs::path& check,
+                        const fs::path& parquet, uint64_t row_group_rows,
+                        const PipelineBenchOptions& o) {
   const fs::path script = o.peer_script;
   if (!fs::exists(script)) {
     throw IoError(fmt::format("the PyTorch peer script is missing"),
@@ -66,16 +97,28 @@ nlohmann::json RunPeer(const fs::path& csv, const fs::path& spec, const Pipeline
                   "run from the repository root or pass --peer-script");
   }
   const std::string command = fmt::format(
-      "{} '{}' '{}' '{}' --workers {} --batch {} --seed {} 2>&1", PeerPython(), script.string(),
-      csv.string(), spec.string(), o.peer_workers, o.batch_queries, o.seed);
-  const auto [status, output] = RunCommand(command);
-  const auto line = output.rfind("{\"configs\"");
-  if (status != 0 || line == std::string::npos) {
-    throw IoError(fmt::format("the PyTorch peer failed: {}", output.substr(0, 600)),
-                  ErrorWhere{.file = script.string()},
-                  "install the benchmark peers: scripts/install-deps.sh --bench");
-  }
-  return nlohmann::json::parse(output.substr(line));
+      "{} '{}' '{}' '{}' --workers {} --batch {} --seed {} --check '{}' --check-queries {} "
+      "--parquet-dir '{}' --row-group-rows {} 2>&1",
+      PeerPython(), script.string(), csv.string(), spec.string(), o.peer_workers, o.batch_queries,
+      o.seed, check.string(), kCheckQueries, parquet.string(), row_group_rows);
+  return nlohmann::json::parse(RunPeer(command, script.string()));
+}
+
+// Our first kCheckQueries lists in dataset order, as the files
+// shop_transform.check reads (PREFIX.dense.f32 etc.).
+void WriteCheckBatch(const fs::path& dir, const fs::path& prefix, uint64_t seed) {
+  const RankingSpec spec{.dataset = dir, .dense = ShopDenseChains(), .sparse = ShopSparseChains()};
+  Pipeline p(spec, {.threads = 1, .prefetch = 1, .batch_size = kCheckQueries,
+                    .shuffle = ShuffleMode::kNone, .seed = seed, .max_epochs = 1});
+  BatchPtr b = p.Next();
+  const auto write = [&](const char* suffix, const auto& span) {
+    WriteFileAtomic(prefix.string() + suffix,
+                    std::string_view(reinterpret_cast<const char*>(span.data()), span.size_bytes()));
+  };
+  write(".dense.f32", b->dense());
+  write(".sparse.i64", b->sparse());
+  write(".labels.f32", b->labels());
+  write(".offsets.i64", b->offsets());
 }
 
 // Our pipeline as the benchmark runs it: global shuffle, two epochs.
@@ -90,14 +133,18 @@ PipelineOptions TwoEpochs(const PipelineBenchOptions& o, uint64_t batch_size) {
 
 struct OursResult {
   double epoch_docs_per_s[2] = {0, 0};
+  uint64_t rss_before = 0;
   uint64_t rss_at[2][2] = {};  // [epoch][10%, 100%]
   PipelineStats stats;
+  double growth_mib(int epoch) const { return MiB(rss_at[epoch][1] - rss_before); }
 };
 
-OursResult RunOurs(const fs::path& dir, const PipelineBenchOptions& o) {
+OursResult RunOurs(const fs::path& dir, const PipelineBenchOptions& o, size_t cache_bytes) {
   const RankingSpec spec{.dataset = dir, .dense = ShopDenseChains(), .sparse = ShopSparseChains()};
-  const PipelineOptions options = TwoEpochs(o, o.batch_queries);
+  PipelineOptions options = TwoEpochs(o, o.batch_queries);
+  options.cache_bytes = cache_bytes;
   OursResult r;
+  r.rss_before = CurrentRssBytes();
   auto start = std::chrono::steady_clock::now();
   Pipeline p(spec, options);
   const uint64_t per_epoch = p.batches_per_epoch();
@@ -195,33 +242,82 @@ double FirstTouchGBps(size_t bytes) {
          Seconds(std::chrono::steady_clock::now() - start).count();
 }
 
+// The decode limit: documents per second that `threads` threads decode
+// (zstd, every column) into tables they reuse, the best of three passes
+// after a warm one; no read checksums, no transform, no batches.
+double DecodeLimitDocsPerS(const fs::path& dir, int threads) {
+  const DatasetReader reader(dir);
+  std::vector<std::pair<size_t, size_t>> groups;  // (shard, row group)
+  for (size_t s = 0; s < reader.num_shards(); ++s) {
+    for (size_t g = 0; g < reader.shard(s).num_row_groups(); ++g) groups.emplace_back(s, g);
+  }
+  std::vector<size_t> columns(reader.manifest().schema.size());
+  std::iota(columns.begin(), columns.end(), size_t{0});
+  std::vector<Table> tables(static_cast<size_t>(threads));
+  const auto pass = [&] {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (size_t k; (k = next++) < groups.size();) {
+          reader.shard(groups[k].first)
+              .ReadRowGroupInto(groups[k].second, columns, tables[size_t(t)], /*verify=*/false);
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+  };
+  pass();
+  return static_cast<double>(reader.manifest().rows()) / BestSeconds(3, pass);
+}
+
 }  // namespace
 
 BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   fs::create_directories(o.scratch);
   const fs::path shards = o.scratch / "bench-pipeline-shop", csv = o.scratch / "bench-pipeline.csv";
+  const fs::path small = o.scratch / "bench-pipeline-shop-small";
   const fs::path spec = o.scratch / "bench-pipeline-spec.json",
+                 check = o.scratch / "bench-pipeline-ours",
+                 parquet = o.scratch / "bench-pipeline-parquet",
                  tokens = o.scratch / "bench-pipeline-tokens";
-  for (const auto& p : {shards, csv, spec, tokens}) fs::remove_all(p);
-  BenchStages stages("pipeline", 4);
-  stages.Begin(fmt::format("data: gen shop {} queries", o.queries));
+  const auto clean = [&] {
+    for (const auto& p : {shards, small, csv, spec, parquet, tokens}) fs::remove_all(p);
+    for (const char* s : {".dense.f32", ".sparse.i64", ".labels.f32", ".offsets.i64"}) {
+      fs::remove(check.string() + s);
+    }
+  };
+  clean();
+  BenchStages stages("pipeline", 6);
+  stages.Begin(fmt::format("data: gen shop {} and {} queries", o.queries, o.queries / 10));
   const ShopOptions shop{.queries = o.queries, .seed = o.seed};
   DatasetWriterOptions writer;
   writer.threads = o.threads;
   const Manifest m = WriteShopShards(shards, shop, writer);
+  WriteShopShards(small, {.queries = std::max<uint64_t>(1, o.queries / 10), .seed = o.seed}, writer);
 
-  stages.Begin("ours: the shop transform, two epochs");
-  const OursResult ours = RunOurs(shards, o);
-  stages.Begin(fmt::format("PyTorch DataLoader peer, num_workers {}", o.peer_workers));
+  stages.Begin("ours: the shop transform, two epochs; RSS at two sizes and two caches");
+  const size_t default_cache = PipelineOptions{}.cache_bytes, small_cache = o.small_cache_mib << 20;
+  const OursResult ours = RunOurs(shards, o, default_cache);
+  const OursResult ours_small_data = RunOurs(small, o, default_cache);
+  const OursResult ours_small_cache = RunOurs(shards, o, small_cache);
+  const double decode_limit = DecodeLimitDocsPerS(shards, o.threads);
+
+  stages.Begin(fmt::format("PyTorch peers (in memory and Parquet), num_workers {}",
+                           o.peer_workers));
   WriteShopCsv(csv, shop);
-  WriteFileAtomic(spec, ShopPeerSpecJson(o.seed));
-  const nlohmann::json peer = RunPeer(csv, spec, o);
-  const double peer_best = peer["best"]["docs_per_s"].get<double>();
-  std::string peer_configs;
-  for (const auto& c : peer["configs"]) {
-    peer_configs += fmt::format("{}num_workers {}: {:.0f}", peer_configs.empty() ? "" : ", ",
-                                c["num_workers"].get<int>(), c["docs_per_s"].get<double>());
-  }
+  WriteFileAtomic(spec, ShopPeerSpecJson(m, o.seed));
+  WriteCheckBatch(shards, check, o.seed);
+  const uint64_t row_group_rows = DatasetReader(shards).shard(0).row_group(0).rows;
+  const nlohmann::json peer = RunPeers(csv, spec, check, parquet, row_group_rows, o);
+  const auto configs = [](const nlohmann::json& sweep) {
+    std::string out;
+    for (const auto& c : sweep["configs"]) {
+      out += fmt::format("{}num_workers {}: {:.0f}", out.empty() ? "" : ", ",
+                         c["num_workers"].get<int>(), c["docs_per_s"].get<double>());
+    }
+    return out;
+  };
   stages.Begin(fmt::format("language-model windows, T = {}, and the memcpy limit", o.seq_len));
   WriteTokens(tokens, o.lm_tokens, 3);
   const LmResult lm = RunLanguageModel(tokens, o);
@@ -237,26 +333,47 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
     return out + fmt::format("; consumer waited {:.2f} s of {:.2f} s", stats.consumer_wait_s,
                              stats.elapsed_s);
   };
+  const nlohmann::json& verified = peer["check"];
   BenchTable t{
       "pipeline",
       fmt::format(
           "gen shop {} queries ({} docs), batch {} queries, {} threads, prefetch {}, "
-          "global shuffle; 48 dense + 6 sparse outputs. PyTorch docs/s by {}. Our "
-          "stage busy time over both epochs: {}. LM: {} tokens per epoch, T = {}, batch {}; {}",
-          o.queries, m.rows(), o.batch_queries, o.threads, o.prefetch, peer_configs,
+          "global shuffle; 48 dense + 6 sparse outputs. Peers' docs/s (best of {} epochs) in "
+          "memory by {}; from Parquet by {}. Check: the peers' transform of our first {} lists "
+          "({} docs) equals ours (dense max |diff| {:.2g}, sparse and label mismatches {}, {}). "
+          "Our stage busy time over both epochs: {}. LM: {} tokens per epoch, T = {}, batch {}; {}",
+          o.queries, m.rows(), o.batch_queries, o.threads, o.prefetch, 2, configs(peer["memory"]),
+          configs(peer["parquet"]), verified["lists"].get<int>(), verified["docs"].get<int>(),
+          std::max(verified["dense_max_abs_diff"].get<double>(),
+                   peer["check_parquet"]["dense_max_abs_diff"].get<double>()),
+          verified["sparse_mismatches"].get<int>(), verified["label_mismatches"].get<int>(),
           busy(ours.stats), lm_tokens, o.seq_len, o.lm_batch, busy(lm.stats)),
       {}};
-  const std::string best_name =
-      fmt::format("PyTorch DataLoader (num_workers {})", peer["best"]["num_workers"].get<int>());
-  t.rows.push_back({"shop transform, epoch 1 (read+decode+transform+batch)",
-                    ours.epoch_docs_per_s[0], best_name, peer_best, "docs/s"});
-  t.rows.push_back({"shop transform, epoch 2 (transformed row groups cached)",
-                    ours.epoch_docs_per_s[1], best_name, peer_best, "docs/s"});
-  for (int e = 0; e < 2; ++e) {
-    t.rows.push_back({fmt::format("RSS at 100% of epoch {}", e + 1), MiB(ours.rss_at[e][1]),
-                      fmt::format("RSS at 10% of epoch {}", e + 1), MiB(ours.rss_at[e][0]), "MiB",
-                      Better::kSame});
-  }
+  const auto best = [&](const char* sweep, const char* what) {
+    const auto& b = peer[sweep]["best"];
+    return std::pair{fmt::format("PyTorch DataLoader, {} (num_workers {})", what,
+                                 b["num_workers"].get<int>()),
+                     b["docs_per_s"].get<double>()};
+  };
+  const auto [memory_name, memory_best] = best("memory", "in memory, per batch");
+  const auto [parquet_name, parquet_best] = best("parquet", "pyarrow Parquet, per batch");
+  const std::string epoch1 = "shop transform, epoch 1 (read+decode+transform+batch)";
+  t.rows.push_back({epoch1, ours.epoch_docs_per_s[0], memory_name, memory_best, "docs/s"});
+  t.rows.push_back({epoch1, ours.epoch_docs_per_s[0], parquet_name, parquet_best, "docs/s"});
+  t.rows.push_back({epoch1, ours.epoch_docs_per_s[0],
+                    fmt::format("decode limit ({} threads, zstd into reused tables)", o.threads),
+                    decode_limit, "docs/s"});
+  t.rows.push_back({"shop transform, epoch 2 (cache of transformed row groups; the peer has none)",
+                    ours.epoch_docs_per_s[1], memory_name, memory_best, "docs/s"});
+  t.rows.push_back({fmt::format("RSS growth over epoch 1, {} queries", o.queries),
+                    ours.growth_mib(0), fmt::format("{} queries", o.queries / 10),
+                    ours_small_data.growth_mib(0), "MiB", Better::kSame});
+  t.rows.push_back({fmt::format("RSS growth over epoch 1, cache_mib {}", small_cache >> 20),
+                    ours_small_cache.growth_mib(0),
+                    fmt::format("cache_mib {}", default_cache >> 20), ours.growth_mib(0), "MiB",
+                    Better::kSame});
+  t.rows.push_back({"RSS at 100% of epoch 2", MiB(ours.rss_at[1][1]), "RSS at 10% of epoch 1",
+                    MiB(ours.rss_at[0][0]), "MiB", Better::kSame});
   for (int e = 0; e < 2; ++e) {
     t.rows.push_back({fmt::format("LM windows, T = {}, int32, epoch {}{}", o.seq_len, e + 1,
                                   e == 0 ? " (read+decode)" : " (cached)"),
@@ -264,7 +381,7 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   }
   t.rows.push_back({"first-touch write of fresh memory, 1 thread", first_touch_gbps,
                     "memcpy, 1 thread", memcpy_gbps, "GB/s"});
-  for (const auto& p : {shards, csv, spec, tokens}) fs::remove_all(p);
+  clean();
   return t;
 }
 

@@ -50,7 +50,7 @@ BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& o) {
   WriteShopShards(valid, valid_shop);
   WriteShopCsv(train_csv, train_shop);
   WriteShopCsv(valid_csv, valid_shop);
-  WriteFileAtomic(spec, ShopPeerSpecJson(o.seed));
+  WriteFileAtomic(spec, ShopPeerSpecJson(m, o.seed));
 
   // Ours: the peer's settings (AdamW 3e-3 without decay, lazy Adam = SparseAdam
   // at the same rate, softmax loss, batches of o.batch lists, clip 1).
@@ -86,29 +86,45 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                  xgb_peer = o.peers / "ranker_xgboost.py";
   stages.Begin(fmt::format("PyTorch peer ({})", torch_peer.string()));
   const nlohmann::json pt =
-      PeerJson(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --batch {} --threads {} --seed {} "
-                           "--device {} 2>&1",
+      PeerJson(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --batch {} --seed {} "
+                           "--device {} --threads-grid {} --workers {} 2>&1",
                            PeerPython(), torch_peer.string(), train_csv.string(),
-                           valid_csv.string(), spec.string(), o.epochs, o.batch, o.threads, o.seed,
-                           TrainConfig::From(config).device == "cuda" ? "cuda" : "cpu"),
+                           valid_csv.string(), spec.string(), o.epochs, o.batch, o.seed,
+                           TrainConfig::From(config).device == "cuda" ? "cuda" : "cpu",
+                           o.peer_threads, o.peer_workers),
               torch_peer);
-  stages.Begin(fmt::format("XGBoost peer ({}, {} rounds)", xgb_peer.string(), o.xgb_rounds));
-  const nlohmann::json xgb =
-      PeerJson(fmt::format("{} '{}' '{}' '{}' --rounds {} --depth {} --threads {} 2>&1", PeerPython(),
-                          xgb_peer.string(), train_csv.string(), valid_csv.string(), o.xgb_rounds,
-                          o.xgb_depth, o.threads),
-              xgb_peer);
+  const auto trees = [&](const char* library) {
+    stages.Begin(fmt::format("{} peer ({}, up to {} rounds, early stopping)", library,
+                             xgb_peer.string(), o.xgb_rounds));
+    return PeerJson(fmt::format("{} '{}' '{}' '{}' --library {} --rounds {} --depths {} "
+                                "--leaves {} --etas {} --threads {} 2>&1",
+                                PeerPython(), xgb_peer.string(), train_csv.string(),
+                                valid_csv.string(), library, o.xgb_rounds, o.xgb_depths,
+                                o.lgb_leaves, o.tree_etas, o.threads),
+                    xgb_peer);
+  };
+  const nlohmann::json xgb = trees("xgboost"), lgb = trees("lightgbm");
+  const auto describe = [](const nlohmann::json& peer) {
+    std::string grid;
+    for (const auto& g : peer["grid"]) {
+      grid += fmt::format("{}{} -> {:.4f} ({} rounds, {:.0f} s)", grid.empty() ? "" : "; ",
+                          g["params"].dump(), g["ndcg10"].get<double>(), g["rounds"].get<int>(),
+                          g["seconds"].get<double>());
+    }
+    return grid;
+  };
 
   BenchTable t{
       "train-ranker",
       fmt::format("gen shop {} train / {} held-out queries ({} docs), {} epoch(s) = {} "
                   "steps of {} lists, {} threads; 48 dense + 6 sparse features, tables "
-                  "4 x 2^18 x 16; XGBoost {} rounds, depth {} ({:.0f} s). Our phases: {}",
+                  "4 x 2^18 x 16. PyTorch peer: num_workers {}, torch threads {} (fastest of "
+                  "{}). XGBoost grid: {}. LightGBM grid: {}. Our phases: {}",
                   o.queries, o.valid_queries, m.rows(), o.epochs, steps, o.batch, o.threads,
-                  o.xgb_rounds,
-                  o.xgb_depth, xgb["seconds"].get<double>(), DescribePhases(ours)),
+                  pt["num_workers"].get<int>(), pt["threads"].get<int>(), pt["trials"].dump(),
+                  describe(xgb), describe(lgb), DescribePhases(ours)),
       {}};
-  t.rows.push_back({"ranker training", ours.items_per_s, "PyTorch (SparseAdam)",
+  t.rows.push_back({"ranker training", ours.items_per_s, "PyTorch (per-batch loader, SparseAdam)",
                     pt["docs_per_s"].get<double>(), "docs/s"});
   if (o.device == "cpu") {  // the floor is the CPU's matmul rate
     t.rows.push_back({"ranker training", ours.items_per_s, "compute floor (matmul peak)",
@@ -116,8 +132,14 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   }
   t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10, "PyTorch (same epochs)",
                     pt["ndcg10"].get<double>(), ""});
-  t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10, "XGBoost rank:ndcg",
+  t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10,
+                    fmt::format("XGBoost rank:ndcg, categorical ids ({:.0f} s)",
+                                xgb["seconds"].get<double>()),
                     xgb["ndcg10"].get<double>(), ""});
+  t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10,
+                    fmt::format("LightGBM lambdarank, categorical ids ({:.0f} s)",
+                                lgb["seconds"].get<double>()),
+                    lgb["ndcg10"].get<double>(), ""});
   for (const auto& p : {train, valid, train_csv, valid_csv, spec, run}) fs::remove_all(p);
   return t;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "topspin/data/manifest.h"
 #include "topspin/perf/bench_table.h"
 #include "topspin/plan/transformer_cost.h"
 
@@ -68,6 +69,7 @@ struct PipelineBenchOptions {
   uint64_t lm_tokens = 64ull << 20;
   size_t seq_len = 1024;
   uint64_t lm_batch = 16;
+  size_t small_cache_mib = 64;  // the second cache size RSS is shown at
 };
 
 // "shop transform" docs/s over two epochs against the best PyTorch
@@ -75,8 +77,9 @@ struct PipelineBenchOptions {
 // language-model window stream against memcpy.
 BenchTable RunPipelineBench(const PipelineBenchOptions& options);
 
-// The shop transform as JSON for the Python peers (bench/peers/*.py).
-std::string ShopPeerSpecJson(uint64_t seed);
+// The shop transform as JSON for the Python peers (bench/peers/*.py), with
+// the constants our pipeline resolves from `statistics`.
+std::string ShopPeerSpecJson(const Manifest& statistics, uint64_t seed);
 
 struct TrainRankerBenchOptions {
   std::filesystem::path scratch;
@@ -87,8 +90,12 @@ struct TrainRankerBenchOptions {
   int epochs = 1;
   int batch = 32;  // lists per step, for us and the PyTorch peer
   int threads = 2;
-  int xgb_rounds = 800;
-  int xgb_depth = 8;
+  std::string peer_threads = "1,2";  // torch threads the PyTorch peer tries
+  std::string peer_workers = "0,1,2";  // its DataLoader num_workers
+  int xgb_rounds = 800;  // at most (early stopping), XGBoost and LightGBM
+  std::string xgb_depths = "6,8";
+  std::string lgb_leaves = "63,255";
+  std::string tree_etas = "0.1";
   uint64_t seed = 1;
 };
 

@@ -106,7 +106,9 @@ void RegisterBench(CLI::App& app) {
   static PipelineBenchOptions pipe;
   pipe.scratch = data.scratch;
   auto* pipeline = bench->add_subcommand(
-      "pipeline", "The shop transform through our pipeline vs a PyTorch DataLoader; LM windows");
+      "pipeline",
+      "The shop transform through our pipeline vs per-batch PyTorch DataLoaders (in memory, "
+      "Parquet) and the decode limit; RSS at two sizes and caches; LM windows");
   pipeline->add_option("--json", args.json_path, "also write the table as JSON to this file");
   pipeline->add_option("--queries", pipe.queries, "gen shop queries (~36 docs each)")
       ->check(CLI::Range(uint64_t{100}, uint64_t{100000000}))
@@ -124,7 +126,12 @@ void RegisterBench(CLI::App& app) {
       ->add_option("--peer-workers", pipe.peer_workers,
                    "DataLoader num_workers values to measure, comma-separated")
       ->capture_default_str();
-  pipeline->add_option("--peer-script", pipe.peer_script, "the PyTorch peer")
+  pipeline
+      ->add_option("--small-cache-mib", pipe.small_cache_mib,
+                   "the second pipeline.cache_mib RSS is measured at")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  pipeline->add_option("--peer-script", pipe.peer_script, "the PyTorch peers")
       ->capture_default_str();
   pipeline->add_option("--lm-tokens", pipe.lm_tokens, "tokens in the language-model dataset")
       ->check(CLI::Range(uint64_t{1} << 16, uint64_t{1} << 34))
@@ -156,8 +163,22 @@ void RegisterBench(CLI::App& app) {
   ranker_cmd->add_option("--threads", ranker.threads, "threads for everyone")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
-  ranker_cmd->add_option("--xgb-rounds", ranker.xgb_rounds, "XGBoost boosting rounds")
+  ranker_cmd
+      ->add_option("--xgb-rounds", ranker.xgb_rounds,
+                   "most boosting rounds for XGBoost and LightGBM (early stopping picks fewer)")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  ranker_cmd->add_option("--xgb-depths", ranker.xgb_depths, "XGBoost max_depth grid (comma list)")
+      ->capture_default_str();
+  ranker_cmd->add_option("--lgb-leaves", ranker.lgb_leaves, "LightGBM num_leaves grid")
+      ->capture_default_str();
+  ranker_cmd->add_option("--tree-etas", ranker.tree_etas, "learning-rate grid of both tree peers")
+      ->capture_default_str();
+  ranker_cmd
+      ->add_option("--peer-threads", ranker.peer_threads,
+                   "torch threads the PyTorch peer tries (the fastest trial counts)")
+      ->capture_default_str();
+  ranker_cmd->add_option("--peer-workers", ranker.peer_workers, "DataLoader num_workers it tries")
       ->capture_default_str();
   ranker_cmd->add_option("--peers", ranker.peers, "directory of the Python peers")
       ->capture_default_str();

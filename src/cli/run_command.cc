@@ -20,7 +20,10 @@ CommandResult RunCommand(const std::string& command) {
 
 std::string RunPeer(const std::string& command, const std::string& script) {
   const auto [status, output] = RunCommand(command);
-  const auto at = output.rfind('{');
+  // The result is the last line that starts with '{' (peers print warnings
+  // and progress before it).
+  size_t at = output.rfind("\n{");
+  at = at != std::string::npos ? at + 1 : (output.starts_with('{') ? 0 : std::string::npos);
   if (status != 0 || at == std::string::npos) {
     throw IoError(fmt::format("the peer failed: {}", output.substr(0, 800)),
                   ErrorWhere{.file = script},
