@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@
 #include "topspin/perf/trace.h"
 #include "topspin/pipeline/pipeline_config.h"
 #include "topspin/pipeline/shop_features.h"
+#include "topspin/pipeline/transform.h"
 
 namespace topspin {
 namespace {
@@ -297,6 +299,86 @@ TEST(Pipeline, TransformedValuesMatchTheRawRows) {
     }
   }
   EXPECT_EQ(lists, 2 * (300 / 16 * 16));
+}
+
+// Cached units keep missing flags as bits and ids as int32 when they fit
+// (ranking_source.cc); what a batch holds must still be exactly what the
+// chains compute on the raw rows: more than 8 flags (two flag bytes), a
+// value-only chain between flagged ones, and ids wider than int32.
+TEST(Pipeline, BatchesEqualTheChainsOnTheRawRowsWhateverTheCachedWidths) {
+  const std::vector<std::string> dense = {
+      "price: impute(mean, flag) | log1p | standardize | clip(-5, 5)",
+      "rating_avg: impute(median, flag)", "sales_30d: log1p",
+      "sales_7d: impute(0, flag)", "review_count: impute(max, flag) | log1p",
+      "rating_count: impute(min, flag)", "delivery_days: impute(mean, flag)",
+      "seller_rating: impute(mean, flag)", "return_rate: impute(0, flag)",
+      "discount: impute(mean, flag)", "photos_count: impute(0, flag)"};
+  for (const uint64_t slots : {uint64_t{1} << 20, uint64_t{1} << 40}) {
+    SCOPED_TRACE(fmt::format("hash slots {}", slots));
+    const std::vector<std::string> sparse = {fmt::format("brand: hash({})", slots),
+                                             "price: bucketize(16)", "qid: cast"};
+    const RankingSpec spec{.dataset = ShopDir(), .dense = dense, .sparse = sparse};
+    PipelineOptions o = Options(2);
+    o.shuffle = ShuffleMode::kNone;
+    o.max_epochs = 1;
+    o.drop_last = false;
+    std::vector<float> got_dense;
+    std::vector<int64_t> got_sparse;
+    Pipeline p(spec, o);
+    while (BatchPtr b = p.Next()) {
+      got_dense.insert(got_dense.end(), b->dense().begin(), b->dense().end());
+      got_sparse.insert(got_sparse.end(), b->sparse().begin(), b->sparse().end());
+    }
+    // The same chains, resolved as the pipeline resolves them, run on each
+    // row group of the dataset in order.
+    DatasetReader reader(ShopDir());
+    std::vector<FeatureChain> dense_chains, sparse_chains;
+    for (const auto& d : dense) {
+      dense_chains.push_back(ParseFeatureChain(d, FeatureKind::kDense, "d"));
+      ResolveFeatureChain(dense_chains.back(), reader.manifest(), o.seed);
+    }
+    for (const auto& t : sparse) {
+      sparse_chains.push_back(ParseFeatureChain(t, FeatureKind::kSparse, "s"));
+      ResolveFeatureChain(sparse_chains.back(), reader.manifest(), o.seed);
+    }
+    const size_t f = p.layout().dense_dim, c = sparse.size();
+    ASSERT_EQ(f, 2 * dense.size() - 1);
+    std::vector<float> want_dense;
+    std::vector<int64_t> want_sparse;
+    for (size_t s = 0; s < reader.num_shards(); ++s) {
+      for (size_t g = 0; g < reader.shard(s).num_row_groups(); ++g) {
+        const Table t = reader.shard(s).ReadRowGroup(g);
+        const size_t rows = t.rows(), at = want_dense.size() / f;
+        want_dense.resize((at + rows) * f);
+        want_sparse.resize((at + rows) * c);
+        size_t col = 0;
+        for (const auto& chain : dense_chains) {
+          RunDenseChain(chain, t.columns[reader.shard(s).ColumnIndex(chain.columns[0])], 0, rows,
+                        want_dense.data() + at * f + col, f);
+          col += chain.width();
+        }
+        for (size_t k = 0; k < c; ++k) {
+          RunSparseChain(sparse_chains[k],
+                         t.columns[reader.shard(s).ColumnIndex(sparse_chains[k].columns[0])],
+                         nullptr, 0, rows, want_sparse.data() + at * c + k, c);
+        }
+      }
+    }
+    ASSERT_EQ(got_dense.size(), want_dense.size());
+    EXPECT_EQ(0, std::memcmp(got_dense.data(), want_dense.data(), got_dense.size() * 4));
+    EXPECT_EQ(got_sparse, want_sparse);
+    const bool wide = std::any_of(want_sparse.begin(), want_sparse.end(),
+                                  [](int64_t v) { return v > std::numeric_limits<int32_t>::max(); });
+    EXPECT_EQ(wide, slots > (uint64_t{1} << 31));
+    std::set<size_t> flagged;  // flag columns with a missing value: the bits are exercised
+    for (size_t col = 0, k = 0; k < dense_chains.size(); col += dense_chains[k++].width()) {
+      if (dense_chains[k].width() != 2) continue;
+      for (size_t i = col + 1; i < want_dense.size(); i += f) {
+        if (want_dense[i] != 0) flagged.insert(k);
+      }
+    }
+    EXPECT_GE(flagged.size(), 2u);
+  }
 }
 
 TEST(Pipeline, ASmallCacheGivesTheSameBatches) {

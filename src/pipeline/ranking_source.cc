@@ -1,8 +1,13 @@
 // Ranking source: a sample is one group (query list); a unit is a row
-// group transformed into row-major dense/sparse/label arrays plus the row
-// offsets of its groups, so assembling a list is three memcpys.
+// group transformed into compact row-major arrays plus the row offsets of
+// its groups. Compact, because in the first epoch every cached byte is
+// memory the kernel must zero on first touch, which costs more than the
+// transform itself on a VM: missing flags are kept as bits and ids as
+// int32 when every cardinality fits (128 bytes per shop document, not
+// 244), and assembly widens them into the batch.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -16,11 +21,14 @@ namespace topspin::pipeline_internal {
 namespace {
 
 struct RankingUnit : Unit {
-  LargeArray<float> dense;             // [rows, F]
-  LargeArray<int64_t> sparse;          // [rows, C]
+  LargeArray<float> values;            // [rows, V]: the dense outputs that are not missing flags
+  LargeArray<uint8_t> flags;           // [rows, ceil(flags / 8)]: flag i is bit i % 8 of byte i / 8
+  LargeArray<int32_t> ids32;           // [rows, C] when every cardinality fits int32
+  LargeArray<int64_t> ids64;           // [rows, C] otherwise
   LargeArray<float> labels;            // [rows]
   std::vector<uint32_t> group_starts;  // [groups + 1] row offsets
 };
+
 
 struct UnitPlace {
   size_t shard, row_group;
@@ -110,6 +118,7 @@ class RankingSource final : public Source {
     }
     Project();
     IndexGroups();
+    PlanPacking();
   }
 
   uint64_t samples() const override { return first_sample_.back(); }
@@ -148,29 +157,47 @@ class RankingSource final : public Source {
                       ErrorWhere{.file = shard.path().string(), .field = group_},
                       "the shard changed while reading: restart the run");
     }
-    unit->dense = LargeArray<float>(rows * f);
-    unit->sparse = LargeArray<int64_t>(rows * c);
-    unit->labels = LargeArray<float>(rows);
-    size_t dense_at = 0, sparse_at = 0;
-    for (size_t i = 0; i < chains_.size(); ++i) {
-      const FeatureChain& chain = chains_[i];
-      const Column& a = table.columns[chain_at_[i][0]];
-      if (chain.kind == FeatureKind::kDense) {
-        RunDenseChain(chain, a, 0, rows, unit->dense.data() + dense_at, f);
-        dense_at += chain.width();
-      } else {
-        const Column* b = chain.columns.size() == 2 ? &table.columns[chain_at_[i][1]] : nullptr;
-        RunSparseChain(chain, a, b, 0, rows, unit->sparse.data() + sparse_at, c);
-        ++sparse_at;
-      }
+    // The chains write blocks of rows in the batch layout into this
+    // worker's scratch (reused, small enough to stay in cache), and each
+    // block is packed into the unit.
+    constexpr size_t kBlockRows = 512;
+    thread_local std::vector<float> dense;
+    thread_local std::vector<int64_t> sparse;
+    dense.resize(kBlockRows * f);
+    sparse.resize(kBlockRows * c);
+    unit->values = LargeArray<float>(rows * values_);
+    unit->flags = LargeArray<uint8_t>(rows * flag_bytes_);
+    if (narrow_ids_) {
+      unit->ids32 = LargeArray<int32_t>(rows * c);
+    } else {
+      unit->ids64 = LargeArray<int64_t>(rows * c);
     }
+    for (size_t begin = 0; begin < rows; begin += kBlockRows) {
+      const size_t n = std::min(kBlockRows, rows - begin);
+      size_t dense_at = 0, sparse_at = 0;
+      for (size_t i = 0; i < chains_.size(); ++i) {
+        const FeatureChain& chain = chains_[i];
+        const Column& a = table.columns[chain_at_[i][0]];
+        if (chain.kind == FeatureKind::kDense) {
+          RunDenseChain(chain, a, begin, n, dense.data() + dense_at, f);
+          dense_at += chain.width();
+        } else {
+          const Column* b = chain.columns.size() == 2 ? &table.columns[chain_at_[i][1]] : nullptr;
+          RunSparseChain(chain, a, b, begin, n, sparse.data() + sparse_at, c);
+          ++sparse_at;
+        }
+      }
+      Pack(dense.data(), sparse.data(), begin, n, *unit);
+    }
+    unit->labels = LargeArray<float>(rows);
     if (unlabeled_) {
       std::fill_n(unit->labels.data(), rows, 0.0f);
     } else {
       RunDenseChain(label_chain_, table.columns[label_at_], 0, rows, unit->labels.data(), 1);
     }
-    unit->bytes =
-        unit->dense.size() * 4 + unit->sparse.size() * 8 + rows * 4 + unit->group_starts.size() * 4;
+    unit->bytes = unit->values.size_bytes() + unit->flags.size_bytes() +
+                  unit->ids32.size_bytes() + unit->ids64.size_bytes() +
+                  unit->labels.size_bytes() + unit->group_starts.size() * 4;
     clock.Lap(kTransform, unit->bytes);
     return unit;
   }
@@ -187,8 +214,7 @@ class RankingSource final : public Source {
       if (unit == nullptr) continue;  // skipped row group
       const uint64_t g = s - first_sample_[u];
       const size_t begin = unit->group_starts[g], n = unit->group_starts[g + 1] - begin;
-      std::memcpy(batch.dense_data() + docs * f, unit->dense.data() + begin * f, n * f * 4);
-      std::memcpy(batch.sparse_data() + docs * c, unit->sparse.data() + begin * c, n * c * 8);
+      Unpack(*unit, begin, n, batch.dense_data() + docs * f, batch.sparse_data() + docs * c);
       std::memcpy(batch.labels_data() + docs, unit->labels.data() + begin, n * 4);
       docs += n;
       offsets[++lists] = static_cast<int64_t>(docs);
@@ -203,6 +229,63 @@ class RankingSource final : public Source {
   const std::vector<uint64_t>& sparse_cardinalities() const override { return cardinalities_; }
 
  private:
+  // Where each dense output is cached, and the id width, from the resolved chains.
+  void PlanPacking() {
+    uint32_t at = 0;
+    for (const auto& chain : chains_) {
+      if (chain.kind != FeatureKind::kDense) continue;
+      value_pos_.push_back(at++);
+      if (chain.width() == 2) flag_pos_.push_back(at++);
+    }
+    values_ = value_pos_.size();
+    flag_bytes_ = (flag_pos_.size() + 7) / 8;
+    narrow_ids_ = std::all_of(cardinalities_.begin(), cardinalities_.end(), [](uint64_t n) {
+      return n <= uint64_t{std::numeric_limits<int32_t>::max()} + 1;
+    });
+  }
+
+  // Rows [begin, begin + n) of `unit` from their batch layout.
+  void Pack(const float* dense, const int64_t* sparse, size_t begin, size_t n,
+            RankingUnit& unit) const {
+    const size_t f = dense_names_.size(), c = sparse_names_.size(), flags = flag_pos_.size();
+    for (size_t r = 0; r < n; ++r) {
+      const float* in = dense + r * f;
+      float* v = unit.values.data() + (begin + r) * values_;
+      uint8_t* bits = unit.flags.data() + (begin + r) * flag_bytes_;
+      for (size_t j = 0; j < values_; ++j) v[j] = in[value_pos_[j]];
+      std::fill_n(bits, flag_bytes_, uint8_t{0});
+      for (size_t i = 0; i < flags; ++i) {
+        bits[i >> 3] |= static_cast<uint8_t>((in[flag_pos_[i]] != 0.0f) << (i & 7));
+      }
+    }
+    if (narrow_ids_) {
+      int32_t* ids = unit.ids32.data() + begin * c;
+      for (size_t i = 0; i < n * c; ++i) ids[i] = static_cast<int32_t>(sparse[i]);
+    } else {
+      std::memcpy(unit.ids64.data() + begin * c, sparse, n * c * sizeof(int64_t));
+    }
+  }
+
+  // Rows [begin, begin + n) of `unit` in the batch layout.
+  void Unpack(const RankingUnit& unit, size_t begin, size_t n, float* dense, int64_t* sparse) const {
+    const size_t f = dense_names_.size(), c = sparse_names_.size();
+    const size_t flags = flag_pos_.size();
+    for (size_t r = begin; r < begin + n; ++r, dense += f) {
+      const float* v = unit.values.data() + r * values_;
+      const uint8_t* bits = unit.flags.data() + r * flag_bytes_;
+      for (size_t j = 0; j < values_; ++j) dense[value_pos_[j]] = v[j];
+      for (size_t i = 0; i < flags; ++i) {
+        dense[flag_pos_[i]] = static_cast<float>((bits[i >> 3] >> (i & 7)) & 1);
+      }
+    }
+    if (narrow_ids_) {
+      const int32_t* ids = unit.ids32.data() + begin * c;
+      for (size_t i = 0; i < n * c; ++i) sparse[i] = ids[i];
+    } else {
+      std::memcpy(sparse, unit.ids64.data() + begin * c, n * c * sizeof(int64_t));
+    }
+  }
+
   // The decoded columns: every chain's inputs, the label and the group,
   // each once; chain_at_ etc. index into this projection.
   void Project() {
@@ -276,6 +359,10 @@ class RankingSource final : public Source {
   std::vector<UnitPlace> places_;
   std::vector<uint64_t> first_sample_;  // [units + 1]
   size_t max_list_ = 1;
+  // The batch's dense column of each cached value and of each missing flag.
+  std::vector<uint32_t> value_pos_, flag_pos_;
+  size_t values_ = 0, flag_bytes_ = 0;
+  bool narrow_ids_ = true;
 };
 
 }  // namespace
