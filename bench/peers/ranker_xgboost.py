@@ -14,7 +14,7 @@ Prints one JSON object: {"ndcg10", "seconds", "library", "params", "rounds",
 conventions (gain 2^label - 1, log2 discount, stable ties, a list without
 relevant products scores 1).
 usage: ranker_xgboost.py TRAIN_CSV VALID_CSV [--library xgboost|lightgbm]
-       [--rounds 800] [--depths 6,8] [--leaves 63,255] [--etas 0.1]
+       [--rounds 800] [--depths 8] [--leaves 63] [--etas 0.1]
        [--early-stop 50] [--threads 2]
 """
 import argparse
@@ -34,11 +34,12 @@ CATEGORICAL = ["brand", "category", "seller", "query_category"]
 
 def load(train_path, valid_path):
     frames = [pandas.read_csv(p) for p in (train_path, valid_path)]
-    for c in CATEGORICAL:  # one category set for both, as a user would build it
-        kind = pandas.CategoricalDtype(np.union1d(frames[0][c].dropna().unique(),
-                                                  frames[1][c].dropna().unique()))
-        for f in frames:
-            f[c] = f[c].astype(kind)
+    for c in CATEGORICAL:  # integer ids, one category set for both, as a user builds it
+        ids = [f[c].astype("Int64") for f in frames]
+        kind = pandas.CategoricalDtype(np.union1d(ids[0].dropna().unique(),
+                                                  ids[1].dropna().unique()).astype(np.int64))
+        for f, v in zip(frames, ids):
+            f[c] = v.astype(kind)
     out = []
     for f in frames:
         qid = f["qid"].to_numpy()
@@ -93,8 +94,8 @@ def main():
     ap.add_argument("valid")
     ap.add_argument("--library", default="xgboost", choices=["xgboost", "lightgbm"])
     ap.add_argument("--rounds", type=int, default=800)
-    ap.add_argument("--depths", default="6,8", help="XGBoost max_depth grid")
-    ap.add_argument("--leaves", default="63,255", help="LightGBM num_leaves grid")
+    ap.add_argument("--depths", default="8", help="XGBoost max_depth grid")
+    ap.add_argument("--leaves", default="63", help="LightGBM num_leaves grid")
     ap.add_argument("--etas", default="0.1", help="learning-rate grid")
     ap.add_argument("--early-stop", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)

@@ -139,10 +139,13 @@ struct OursResult {
   double growth_mib(int epoch) const { return MiB(rss_at[epoch][1] - rss_before); }
 };
 
-OursResult RunOurs(const fs::path& dir, const PipelineBenchOptions& o, size_t cache_bytes) {
+OursResult RunOurs(const fs::path& dir, const PipelineBenchOptions& o, size_t cache_bytes,
+                   ShuffleMode shuffle = ShuffleMode::kGlobal, uint64_t epochs = 2) {
   const RankingSpec spec{.dataset = dir, .dense = ShopDenseChains(), .sparse = ShopSparseChains()};
   PipelineOptions options = TwoEpochs(o, o.batch_queries);
   options.cache_bytes = cache_bytes;
+  options.shuffle = shuffle;
+  options.max_epochs = epochs;
   OursResult r;
   r.rss_before = CurrentRssBytes();
   auto start = std::chrono::steady_clock::now();
@@ -276,31 +279,40 @@ double DecodeLimitDocsPerS(const fs::path& dir, int threads) {
 BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   fs::create_directories(o.scratch);
   const fs::path shards = o.scratch / "bench-pipeline-shop", csv = o.scratch / "bench-pipeline.csv";
-  const fs::path small = o.scratch / "bench-pipeline-shop-small";
+  const fs::path small = o.scratch / "bench-pipeline-shop-small",
+                 large = o.scratch / "bench-pipeline-shop-large";
   const fs::path spec = o.scratch / "bench-pipeline-spec.json",
                  check = o.scratch / "bench-pipeline-ours",
                  parquet = o.scratch / "bench-pipeline-parquet",
                  tokens = o.scratch / "bench-pipeline-tokens";
   const auto clean = [&] {
-    for (const auto& p : {shards, small, csv, spec, parquet, tokens}) fs::remove_all(p);
+    for (const auto& p : {shards, small, large, csv, spec, parquet, tokens}) fs::remove_all(p);
     for (const char* s : {".dense.f32", ".sparse.i64", ".labels.f32", ".offsets.i64"}) {
       fs::remove(check.string() + s);
     }
   };
   clean();
   BenchStages stages("pipeline", 6);
-  stages.Begin(fmt::format("data: gen shop {} and {} queries", o.queries, o.queries / 10));
+  stages.Begin(fmt::format("data: gen shop {}, {} and {} queries", o.queries, o.queries / 10,
+                           o.queries * 10));
   const ShopOptions shop{.queries = o.queries, .seed = o.seed};
   DatasetWriterOptions writer;
   writer.threads = o.threads;
   const Manifest m = WriteShopShards(shards, shop, writer);
   WriteShopShards(small, {.queries = std::max<uint64_t>(1, o.queries / 10), .seed = o.seed}, writer);
+  const Manifest large_m =
+      WriteShopShards(large, {.queries = o.queries * 10, .seed = o.seed}, writer);
 
   stages.Begin("ours: the shop transform, two epochs; RSS at two sizes and two caches");
   const size_t default_cache = PipelineOptions{}.cache_bytes, small_cache = o.small_cache_mib << 20;
   const OursResult ours = RunOurs(shards, o, default_cache);
   const OursResult ours_small_data = RunOurs(small, o, default_cache);
   const OursResult ours_small_cache = RunOurs(shards, o, small_cache);
+  // Block shuffle over 10x the data: memory is bounded by the cache or one
+  // window of row groups, whatever the dataset size.
+  const OursResult block_large = RunOurs(large, o, small_cache, ShuffleMode::kBlock, 1);
+  const OursResult block_large_big_cache = RunOurs(large, o, default_cache, ShuffleMode::kBlock, 1);
+  const OursResult block = RunOurs(shards, o, small_cache, ShuffleMode::kBlock, 1);
   const double decode_limit = DecodeLimitDocsPerS(shards, o.threads);
 
   stages.Begin(fmt::format("PyTorch peers (in memory and Parquet), num_workers {}",
@@ -337,12 +349,13 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   BenchTable t{
       "pipeline",
       fmt::format(
-          "gen shop {} queries ({} docs), batch {} queries, {} threads, prefetch {}, "
-          "global shuffle; 48 dense + 6 sparse outputs. Peers' docs/s (best of {} epochs) in "
+          "gen shop {} queries ({} docs; RSS also at {} and {} queries, {} docs), batch {} "
+          "queries, {} threads, prefetch {}, global shuffle; 48 dense + 6 sparse outputs. Peers' docs/s (best of {} epochs) in "
           "memory by {}; from Parquet by {}. Check: the peers' transform of our first {} lists "
           "({} docs) equals ours (dense max |diff| {:.2g}, sparse and label mismatches {}, {}). "
           "Our stage busy time over both epochs: {}. LM: {} tokens per epoch, T = {}, batch {}; {}",
-          o.queries, m.rows(), o.batch_queries, o.threads, o.prefetch, 2, configs(peer["memory"]),
+          o.queries, m.rows(), o.queries / 10, o.queries * 10, large_m.rows(), o.batch_queries,
+          o.threads, o.prefetch, 2, configs(peer["memory"]),
           configs(peer["parquet"]), verified["lists"].get<int>(), verified["docs"].get<int>(),
           std::max(verified["dense_max_abs_diff"].get<double>(),
                    peer["check_parquet"]["dense_max_abs_diff"].get<double>()),
@@ -365,13 +378,25 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
                     decode_limit, "docs/s"});
   t.rows.push_back({"shop transform, epoch 2 (cache of transformed row groups; the peer has none)",
                     ours.epoch_docs_per_s[1], memory_name, memory_best, "docs/s"});
-  t.rows.push_back({fmt::format("RSS growth over epoch 1, {} queries", o.queries),
+  const uint64_t small_mib = small_cache >> 20, default_mib = default_cache >> 20;
+  t.rows.push_back({fmt::format("RSS growth over epoch 1, global, {} queries", o.queries),
                     ours.growth_mib(0), fmt::format("{} queries", o.queries / 10),
                     ours_small_data.growth_mib(0), "MiB", Better::kSame});
-  t.rows.push_back({fmt::format("RSS growth over epoch 1, cache_mib {}", small_cache >> 20),
-                    ours_small_cache.growth_mib(0),
-                    fmt::format("cache_mib {}", default_cache >> 20), ours.growth_mib(0), "MiB",
-                    Better::kSame});
+  t.rows.push_back({fmt::format("RSS growth over epoch 1, global, cache_mib {}", small_mib),
+                    ours_small_cache.growth_mib(0), fmt::format("cache_mib {}", default_mib),
+                    ours.growth_mib(0), "MiB", Better::kSame});
+  t.rows.push_back({fmt::format("RSS growth over epoch 1, block (window {}), cache_mib {}, {} queries",
+                                PipelineOptions{}.window_blocks, small_mib, o.queries * 10),
+                    block_large.growth_mib(0), fmt::format("{} queries", o.queries),
+                    block.growth_mib(0), "MiB", Better::kSame});
+  t.rows.push_back({fmt::format("RSS growth over epoch 1, block, {} queries, cache_mib {}",
+                                o.queries * 10, small_mib),
+                    block_large.growth_mib(0), fmt::format("cache_mib {}", default_mib),
+                    block_large_big_cache.growth_mib(0), "MiB", Better::kSame});
+  t.rows.push_back({fmt::format("block shuffle epoch 1, {} queries, cache_mib {}", o.queries * 10,
+                                small_mib),
+                    block_large.epoch_docs_per_s[0], "global shuffle epoch 1, cache_mib 2048",
+                    ours.epoch_docs_per_s[0], "docs/s"});
   t.rows.push_back({"RSS at 100% of epoch 2", MiB(ours.rss_at[1][1]), "RSS at 10% of epoch 1",
                     MiB(ours.rss_at[0][0]), "MiB", Better::kSame});
   for (int e = 0; e < 2; ++e) {

@@ -93,8 +93,8 @@ struct TrainRankerBenchOptions {
   std::string peer_threads = "1,2";  // torch threads the PyTorch peer tries
   std::string peer_workers = "0,1,2";  // its DataLoader num_workers
   int xgb_rounds = 800;  // at most (early stopping), XGBoost and LightGBM
-  std::string xgb_depths = "6,8";
-  std::string lgb_leaves = "63,255";
+  std::string xgb_depths = "8";
+  std::string lgb_leaves = "63";
   std::string tree_etas = "0.1";
   uint64_t seed = 1;
 };

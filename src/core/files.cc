@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -100,6 +101,17 @@ MmapFile& MmapFile::operator=(MmapFile&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
+}
+
+void MmapFile::DropPages(size_t offset, size_t length) const noexcept {
+  if (data_ == nullptr || offset >= size_) return;
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data_) + offset;
+  const uintptr_t end = begin + std::min(length, size_ - offset);
+  const uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
+  if (last > first) {
+    (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
 }
 
 void MmapFile::Reset() noexcept {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -93,6 +95,30 @@ TEST(MmapFile, MapsContentAndEmptyFiles) {
   EXPECT_EQ(MmapFile(dir / "empty").size(), 0u);
   EXPECT_THROW(MmapFile(dir / "missing"), Error);
   EXPECT_THROW(MmapFile(dir.path()), Error);  // a directory
+}
+
+// Resident file-backed pages of this process (the third field of statm).
+uint64_t ResidentSharedPages() {
+  std::ifstream statm("/proc/self/statm");  // procfs sizes are 0: stream it
+  uint64_t size = 0, resident = 0, shared = 0;
+  statm >> size >> resident >> shared;
+  return shared;
+}
+
+TEST(MmapFile, DroppedPagesLeaveTheProcessAndReadBackTheSame) {
+  testing::TempDir dir;
+  const fs::path path = dir / "pages.bin";
+  std::string content(size_t{8} << 20, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 131 % 251);
+  WriteFileAtomic(path, content);
+  const MmapFile f(path);
+  EXPECT_EQ(f.view(), content);  // faults every page in
+  const uint64_t before = ResidentSharedPages();
+  f.DropPages(1000, f.size());  // from an unaligned offset to past the end
+  f.DropPages(f.size() + 1, 10);
+  const uint64_t pages = f.size() / 4096;
+  EXPECT_LT(ResidentSharedPages() + pages / 2, before);
+  EXPECT_EQ(f.view(), content);  // every byte reads back
 }
 
 TEST(MmapFile, APipeOrDeviceIsRefusedWithoutHanging) {

@@ -175,6 +175,19 @@ size_t ShardReader::ColumnIndex(const std::string& name) const {
       guess ? fmt::format("did you mean \"{}\"?", *guess) : "check the column names in the config");
 }
 
+void ShardReader::ReleaseRowGroup(size_t row_group) const {
+  const Impl& s = *impl_;
+  s.CheckRowGroup(row_group);
+  const auto& chunks = s.footer.row_groups[row_group].chunks;
+  if (chunks.empty()) return;
+  uint64_t begin = chunks.front().offset, end = begin;
+  for (const ChunkInfo& c : chunks) {
+    begin = std::min(begin, c.offset);
+    end = std::max(end, c.offset + c.stored_size);
+  }
+  s.file.DropPages(begin, end - begin);
+}
+
 Column ShardReader::ReadChunk(size_t row_group, size_t column, bool verify, Column reuse) const {
   const Impl& s = *impl_;
   s.CheckRowGroup(row_group);

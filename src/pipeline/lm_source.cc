@@ -100,6 +100,7 @@ class LanguageModelSource final : public Source {
     clock.Lap(kRead, shard.VerifyRowGroup(p.row_group, column_));
     auto unit = std::make_shared<TokenUnit>();
     shard.ReadRowGroupInto(p.row_group, column_, unit->decoded, /*verify=*/false);
+    shard.ReleaseRowGroup(p.row_group);
     const Column& c = unit->decoded.columns[0];
     clock.Lap(kDecode, c.values().size() + c.offsets().size_bytes());
     const uint64_t n = token_start_[u + 1] - token_start_[u];

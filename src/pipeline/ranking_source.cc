@@ -144,6 +144,7 @@ class RankingSource final : public Source {
     const ShardReader& shard = reader_.shard(p.shard);
     clock.Lap(kRead, shard.VerifyRowGroup(p.row_group, columns_));
     shard.ReadRowGroupInto(p.row_group, columns_, table, /*verify=*/false);
+    shard.ReleaseRowGroup(p.row_group);
     uint64_t decoded = 0;
     for (const auto& c : table.columns) decoded += c.values().size() + c.offsets().size_bytes();
     clock.Lap(kDecode, decoded);

@@ -36,6 +36,12 @@ class MmapFile {
   size_t size() const { return size_; }
   const fs::path& path() const { return path_; }
   std::string_view view() const { return {reinterpret_cast<const char*>(data_), size_}; }
+  // Drops this mapping's resident pages that lie wholly inside
+  // [offset, offset + length), so the process's RSS stops counting bytes it
+  // has read (the kernel's page cache keeps them; a later read faults them
+  // back in). Safe while other threads read the same bytes. Advice only:
+  // failure is ignored.
+  void DropPages(size_t offset, size_t length) const noexcept;
 
  private:
   void Reset() noexcept;

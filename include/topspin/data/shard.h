@@ -114,6 +114,10 @@ class ShardReader {
   // an error the table holds no meaningful data (reuse it or drop it).
   void ReadRowGroupInto(size_t row_group, std::span<const size_t> columns, Table& table,
                         bool verify = true) const;
+  // Lets go of the row group's stored bytes once they are decoded: the
+  // mapped pages leave this process's RSS (the page cache keeps them), so
+  // reading a dataset does not grow memory by its size. Any thread.
+  void ReleaseRowGroup(size_t row_group) const;
   // Checks the checksums of the chunks at schema indices `columns` of a
   // row group (the read half of ReadRowGroupInto(..., verify = true), for
   // callers that time reading and decoding apart). Returns their stored bytes.
