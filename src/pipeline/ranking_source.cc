@@ -6,6 +6,7 @@
 // int32 when every cardinality fits (128 bytes per shop document, not
 // 244), and assembly widens them into the batch.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -59,6 +60,20 @@ std::vector<uint32_t> GroupStarts(const Column& group) {
   }
   if (rows > 0) starts.push_back(static_cast<uint32_t>(rows));
   return starts;
+}
+
+constexpr size_t kMaxFlagBytes = 512;  // 4096 missing flags per row
+
+// Byte b of a row's flags as 8 floats (bit i -> element i).
+const std::array<std::array<float, 8>, 256>& FlagBytes() {
+  static const auto table = [] {
+    std::array<std::array<float, 8>, 256> t{};
+    for (size_t b = 0; b < 256; ++b) {
+      for (size_t i = 0; i < 8; ++i) t[b][i] = static_cast<float>((b >> i) & 1);
+    }
+    return t;
+  }();
+  return table;
 }
 
 class RankingSource final : public Source {
@@ -240,6 +255,13 @@ class RankingSource final : public Source {
     }
     values_ = value_pos_.size();
     flag_bytes_ = (flag_pos_.size() + 7) / 8;
+    paired_ = flag_pos_.size() == values_;
+    if (flag_bytes_ > kMaxFlagBytes) {
+      throw ConfigError(fmt::format("{} dense features with missing flags; at most {} are supported",
+                                    flag_pos_.size(), kMaxFlagBytes * 8),
+                        ErrorWhere{.field = "pipeline.dense"},
+                        "drop the flag (impute(V) without \"flag\") from some features");
+    }
     narrow_ids_ = std::all_of(cardinalities_.begin(), cardinalities_.end(), [](uint64_t n) {
       return n <= uint64_t{std::numeric_limits<int32_t>::max()} + 1;
     });
@@ -271,12 +293,20 @@ class RankingSource final : public Source {
   void Unpack(const RankingUnit& unit, size_t begin, size_t n, float* dense, int64_t* sparse) const {
     const size_t f = dense_names_.size(), c = sparse_names_.size();
     const size_t flags = flag_pos_.size();
+    const auto& lut = FlagBytes();
+    alignas(64) float expanded[kMaxFlagBytes * 8];
     for (size_t r = begin; r < begin + n; ++r, dense += f) {
       const float* v = unit.values.data() + r * values_;
       const uint8_t* bits = unit.flags.data() + r * flag_bytes_;
-      for (size_t j = 0; j < values_; ++j) dense[value_pos_[j]] = v[j];
-      for (size_t i = 0; i < flags; ++i) {
-        dense[flag_pos_[i]] = static_cast<float>((bits[i >> 3] >> (i & 7)) & 1);
+      for (size_t b = 0; b < flag_bytes_; ++b) std::memcpy(expanded + 8 * b, lut[bits[b]].data(), 32);
+      if (paired_) {  // every dense chain is (value, flag): one interleave the compiler vectorises
+        for (size_t j = 0; j < values_; ++j) {
+          dense[2 * j] = v[j];
+          dense[2 * j + 1] = expanded[j];
+        }
+      } else {
+        for (size_t j = 0; j < values_; ++j) dense[value_pos_[j]] = v[j];
+        for (size_t i = 0; i < flags; ++i) dense[flag_pos_[i]] = expanded[i];
       }
     }
     if (narrow_ids_) {
@@ -363,6 +393,7 @@ class RankingSource final : public Source {
   // The batch's dense column of each cached value and of each missing flag.
   std::vector<uint32_t> value_pos_, flag_pos_;
   size_t values_ = 0, flag_bytes_ = 0;
+  bool paired_ = false;  // the dense outputs are (value, flag) pairs, in order
   bool narrow_ids_ = true;
 };
 
