@@ -41,7 +41,7 @@ BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& o) {
                  valid_csv = o.scratch / "bench-valid.csv";
   const fs::path spec = o.scratch / "bench-train-spec.json", run = o.scratch / "bench-train-run";
   for (const auto& p : {train, valid, train_csv, valid_csv, spec, run}) fs::remove_all(p);
-  BenchStages stages("train-ranker", 4);
+  BenchStages stages("train-ranker", 5);
   stages.Begin(fmt::format("data: gen shop {} + {} queries, shards and CSV", o.queries,
                            o.valid_queries));
   const ShopOptions train_shop{.queries = o.queries, .seed = o.seed};
