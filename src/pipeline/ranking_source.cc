@@ -3,7 +3,7 @@
 // its groups. Compact, because in the first epoch every cached byte is
 // memory the kernel must zero on first touch, which costs more than the
 // transform itself on a VM: missing flags are kept as bits and ids as
-// int32 when every cardinality fits (128 bytes per shop document, not
+// int32 when every cardinality fits (127 bytes per shop document, not
 // 244), and assembly widens them into the batch.
 #include <algorithm>
 #include <array>
