@@ -30,7 +30,6 @@ struct RankingUnit : Unit {
   std::vector<uint32_t> group_starts;  // [groups + 1] row offsets
 };
 
-
 struct UnitPlace {
   size_t shard, row_group;
   uint64_t rows;
