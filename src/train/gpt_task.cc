@@ -69,18 +69,6 @@ void CheckTokens(const Batch& b, int64_t vocab, const Settings& settings,
 
 }  // namespace
 
-GptShape GptShapeFromConfig(const GptModelConfig& gpt) {
-  const int64_t m = std::max<int64_t>(1, gpt.vocab_multiple);
-  return {.vocab = (gpt.vocab + m - 1) / m * m,
-          .context = gpt.context,
-          .layers = gpt.layers,
-          .d_model = gpt.d_model,
-          .heads = gpt.heads,
-          .d_ff = gpt.d_ff > 0 ? gpt.d_ff : 4 * gpt.d_model,
-          .tied_embeddings = gpt.tied_embeddings,
-          .gelu_tanh = gpt.gelu == "tanh"};
-}
-
 GptKernels GptKernelsFromConfig(const GptModelConfig& gpt) {
   using A = GptKernels::Attention;
   return {.attention = gpt.attention == "composed"    ? A::kComposed

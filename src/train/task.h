@@ -22,6 +22,7 @@
 #include "topspin/core/config_schema.h"
 #include "topspin/data/checkpoint_store.h"
 #include "topspin/model/gpt.h"
+#include "topspin/plan/memory_plan.h"
 #include "topspin/pipeline/pipeline.h"
 #include "topspin/train/device.h"
 #include "train/phases.h"
@@ -128,8 +129,7 @@ void CheckKeysApply(const Config& config);
 // and its data's windows and vocabulary.
 std::vector<std::string> CheckRankerConfig(const Settings& settings);
 std::vector<std::string> CheckGptConfig(const Settings& settings);
-struct GptShape;
-GptShape GptShapeFromConfig(const GptModelConfig& gpt);
+// GptShapeFromConfig: topspin/plan/memory_plan.h.
 // model.gpt.attention and model.gpt.fused_ops.
 GptKernels GptKernelsFromConfig(const GptModelConfig& gpt);
 

@@ -3,6 +3,7 @@
 // and a second run on the same machine and workload is a cache hit.
 #include "topspin/train/tune.h"
 
+#include <cstdio>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "topspin/data/convert.h"
 #include "topspin/data/gen_text.h"
 #include "topspin/data/importer.h"
+#include "topspin/plan/memory_plan.h"
 
 namespace topspin {
 namespace {
@@ -156,6 +158,40 @@ TEST(Tune, WritesTheConfigAndLogAndTheSecondRunIsACacheHit) {
   EXPECT_TRUE(Tune(other).cache_hit);
   EXPECT_NE(WorkloadHash(Config::Load(r.config, {"model.gpt.d_model=96"}, TopspinSchema())),
             WorkloadHash(Config::Load(r.config, {}, TopspinSchema())));
+}
+
+// `topspin plan memory` against the exact peak the counting allocator
+// measures for the real step (parameters, gradients, AdamW state,
+// activations, the loss), within 10% on shapes where each part matters.
+TEST(Tune, ThePlannedMemoryIsWithinTenPercentOfTheMeasuredPeak) {
+  struct Case {
+    std::vector<std::string> sets;
+    int64_t batch;
+  };
+  const std::vector<Case> cases = {
+      {{"model.gpt.context=64", "model.gpt.d_model=128", "model.gpt.heads=4"}, 16},
+      {{"model.gpt.context=64", "model.gpt.d_model=128", "model.gpt.heads=4"}, 64},
+      {{"model.gpt.context=64", "model.gpt.d_model=64", "model.gpt.layers=4"}, 32},
+      {{"model.gpt.context=64", "model.gpt.d_model=128", "model.gpt.heads=4",
+        "model.gpt.attention=composed"}, 16},
+      {{"model.gpt.context=64", "model.gpt.d_model=128", "model.gpt.heads=4",
+        "train.precision=bf16"}, 32},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> sets = c.sets;
+    sets.push_back(fmt::format("pipeline.batch_size={}", c.batch));
+    StepTrials trials(Request(sets));
+    const double measured = double(PeakAt(trials, c.batch));
+    const GptMemory plan = EstimateGptMemory(
+        GptMemoryInputsFrom(Settings::From(Config::Load(Shared().config, sets, TopspinSchema()))));
+    const std::string what = fmt::format("{} batch {}: planned {} (state {}, activations {}, "
+                                         "loss {}), measured {}",
+                                         fmt::join(c.sets, " "), c.batch, plan.total_bytes,
+                                         plan.param_bytes + plan.grad_bytes + plan.optimizer_bytes,
+                                         plan.activation_bytes, plan.head_bytes, measured);
+    std::printf("%s\n", what.c_str());
+    EXPECT_NEAR(double(plan.total_bytes) / measured, 1.0, 0.10) << what;
+  }
 }
 
 TEST(Tune, MemoryLimitsParseOrSayWhatIsWrong) {
