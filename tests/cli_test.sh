@@ -25,7 +25,7 @@ expect() {
 }
 
 # Help lists every subcommand.
-for sub in version config demo gen convert inspect tokenizer pipeline train tune eval score generate profile report bench completion; do
+for sub in version config demo gen convert inspect tokenizer pipeline train tune eval score generate profile report plan bench completion; do
   expect 0 "^ *$sub " -- "$bin" --help
 done
 expect 2 "nosuchcmd" -- "$bin" nosuchcmd
@@ -548,6 +548,28 @@ expect 0 "crc32c" -- "$bin" bench core --mib 1 --repeats 1 --json "$tmp/b.json"
 grep -q '"ratio"' "$tmp/b.json" && echo "ok: bench json" || { echo "FAIL: bench json"; failures=$((failures + 1)); }
 
 expect 0 "global: mean displacement" -- "$bin" bench order --samples 1000 --block-size 10
+
+# Plans: a scaling fit that recovers Epoch AI's law from exact runs, the
+# narrow-band warning, memory, time and the cluster worked example.
+awk 'BEGIN { print "N,D,loss"; n = 7e7
+  for (i = 0; i < 5; i++) { split("2 5 20 80 200", r, " ")
+    for (j = 1; j <= 5; j++) { d = n * r[j]; printf "%g,%g,%.9f\n", n, d, 1.82 + 482.0 / n^0.348 + 2085.4 / d^0.366 }
+    n *= 3 } }' > "$tmp/runs.csv"
+expect 0 "tokens per parameter +18\.[0-9]" -- "$bin" plan scaling "$tmp/runs.csv" --budget 5.76e23 --bootstrap 20
+expect 0 '"tokens_per_parameter"' -- "$bin" plan scaling "$tmp/runs.csv" --budget 5.76e23 --bootstrap 0 --json
+awk -F, 'NR == 1 || ($2 / $1 >= 5 && $2 / $1 <= 20)' "$tmp/runs.csv" > "$tmp/narrow.csv"
+expect 0 "cannot tell the N term from the D term" -- "$bin" plan scaling "$tmp/narrow.csv" --bootstrap 0
+printf 'N,D,loss\n1e8,1e9,3\n1e8,lots,3\n' > "$tmp/bad.csv"
+expect 2 "bad.csv:3.*\"D\".*not a positive number" -- "$bin" plan scaling "$tmp/bad.csv"
+expect 0 "fits without sharding" -- "$bin" plan memory "$src/configs/gpt2-124m.yaml" --gpus 8 --gpu h100
+expect 0 "set dist.zero: [123]" -- "$bin" plan memory "$src/configs/gpt2-1.5b.yaml" --gpus 8 --gpu a100-40gb --micro-batch 4
+expect 2 "did you mean \"h100\"" -- "$bin" plan memory "$src/configs/gpt2-124m.yaml" --gpu h1000
+expect 2 "model.kind" -- "$bin" plan memory "$src/configs/ranker-shop.yaml"
+expect 0 "cluster-optimal" -- "$bin" plan time "$src/configs/gpt2-124m.yaml" --gpus 8 --gpu h100 --hours 24
+expect 2 "excludes" -- "$bin" plan time "$src/configs/gpt2-124m.yaml" --gpu h100 --mfu 0.4 --profile "$tmp"
+expect 0 "scale out to 47 nodes" -- "$bin" plan cluster --data 500GB --nodes 10 --cores 8 --memory 32GB
+expect 0 "240 tasks would be scheduled" -- "$bin" plan cluster --data 500GB --nodes 10 --cores 8 --tasks-per-core 3
+expect 2 "\"lots\" is not a size" -- "$bin" plan cluster --data lots
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

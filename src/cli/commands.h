@@ -30,6 +30,11 @@ void RegisterCompletion(CLI::App& app);
 void RegisterProfile(CLI::App& app);
 void RegisterReport(CLI::App& app);
 void RegisterBench(CLI::App& app);
+// `topspin plan` and its subcommands: scaling (cmd_plan.cc), memory and
+// time (cmd_plan_gpt.cc), cluster (cmd_plan_cluster.cc).
+void RegisterPlan(CLI::App& app);
+void RegisterPlanGpt(CLI::App& plan);
+void RegisterPlanCluster(CLI::App& plan);
 
 // The config.yaml of the run that holds `path` (a run directory or one of
 // its checkpoints/step-N directories); Error{kUsage} when the run has no

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   cli::RegisterGpt2(app);
   cli::RegisterProfile(app);
   cli::RegisterReport(app);
+  cli::RegisterPlan(app);
   cli::RegisterBench(app);
   cli::RegisterCompletion(app);
 

@@ -35,16 +35,16 @@ double ParseDataSize(std::string_view text, std::string_view field) {
   const double value = std::strtod(s.c_str(), &end);
   std::string unit(end);
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  struct Unit {
+    const char* name;
+    int power;  // of 1024
+  };
+  static constexpr Unit kUnits[] = {{"", 0},   {"b", 0},   {"k", 1},  {"kb", 1},   {"kib", 1},
+                                    {"m", 2},  {"mb", 2},  {"mib", 2}, {"g", 3},   {"gb", 3},
+                                    {"gib", 3}, {"t", 4},  {"tb", 4},  {"tib", 4}};
   double scale = -1;
-  if (unit.empty() || unit == "b") scale = 1;
-  for (const auto& [names, power] :
-       {std::pair{std::initializer_list<const char*>{"k", "kb", "kib"}, 1},
-        std::pair{std::initializer_list<const char*>{"m", "mb", "mib"}, 2},
-        std::pair{std::initializer_list<const char*>{"g", "gb", "gib"}, 3},
-        std::pair{std::initializer_list<const char*>{"t", "tb", "tib"}, 4}}) {
-    for (const char* n : names) {
-      if (unit == n) scale = std::pow(1024.0, power);
-    }
+  for (const Unit& u : kUnits) {
+    if (unit == u.name) scale = std::pow(1024.0, u.power);
   }
   if (end == s.c_str() || scale < 0 || !(value > 0) || !std::isfinite(value)) {
     throw Error(ErrorKind::kUsage, fmt::format("{} \"{}\" is not a size", field, text),

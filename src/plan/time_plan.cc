@@ -39,8 +39,8 @@ TimePlan PlanTrainingTime(const TimePlanInputs& in) {
   p.flops_per_token = TrainingFlopsPerToken(in.shape);
   p.flops = p.flops_per_token * in.tokens;
   p.steps = in.tokens / static_cast<double>(in.step_tokens);
-  const double peak = in.bf16 ? in.gpu.bf16_flops : in.gpu.fp32_flops;
-  const double cluster = static_cast<double>(in.gpus) * peak * in.mfu;
+  p.peak_flops = in.peak_flops > 0 ? in.peak_flops : in.gpu.bf16_flops;
+  const double cluster = static_cast<double>(in.gpus) * p.peak_flops * in.mfu;
   p.compute_s_per_step = p.flops_per_token * static_cast<double>(in.step_tokens) / cluster;
   p.comm_bytes_per_step =
       CommBytesPerStep(static_cast<double>(ParameterCount(in.shape)), in.gpus, in.zero_stage);
@@ -71,7 +71,8 @@ ClusterOptimal PlanClusterOptimal(const ClusterOptimalInputs& in) {
   Require(in.comm_overhead >= 0, "comm_overhead", in.comm_overhead, "at least 0");
   Require(in.max_tokens >= 0, "max_tokens", in.max_tokens, "at least 0");
   ClusterOptimal c;
-  c.compute = static_cast<double>(in.gpus) * in.gpu.bf16_flops * in.mfu * in.hours * 3600.0 /
+  const double peak = in.peak_flops > 0 ? in.peak_flops : in.gpu.bf16_flops;
+  c.compute = static_cast<double>(in.gpus) * peak * in.mfu * in.hours * 3600.0 /
               (1.0 + in.comm_overhead);
   c.compute_optimal = ComputeOptimalFor(in.law, c.compute);
   c.max_parameters = 0.8 * in.gpu.memory_bytes * static_cast<double>(in.gpus) / 16.0;

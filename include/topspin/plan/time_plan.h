@@ -18,7 +18,7 @@ struct TimePlanInputs {
   double tokens = 0;              // D: tokens to train on, > 0
   int64_t gpus = 1;               // > 0
   GpuSpec gpu;
-  bool bf16 = true;               // bf16 peak (false: fp32)
+  double peak_flops = 0;          // per GPU (0: the GPU's bf16 peak; see PeakFlops)
   double mfu = 0.40;              // (0, 1]
   std::string mfu_source = "assumed";
   int zero_stage = 0;             // 0..3
@@ -31,6 +31,7 @@ struct TimePlan {
   double flops_per_token = 0;     // TrainingFlopsPerToken: the FLOPs MFU counts
   double flops = 0;               // flops_per_token x tokens
   double steps = 0;               // tokens / step_tokens
+  double peak_flops = 0;          // per GPU, as used
   double compute_s_per_step = 0;  // step FLOPs / (gpus x peak x mfu)
   double comm_bytes_per_step = 0; // per GPU: ring all-reduce 2 (n-1)/n x 4 bytes
                                   // per parameter; ZeRO-3 3 (n-1)/n
@@ -58,6 +59,7 @@ TimePlan PlanTrainingTime(const TimePlanInputs& in);
 struct ClusterOptimalInputs {
   int64_t gpus = 1;
   GpuSpec gpu;
+  double peak_flops = 0;          // per GPU (0: the GPU's bf16 peak)
   double mfu = 0.40;
   double hours = 0;               // the deadline, > 0
   double comm_overhead = 0;       // exposed communication / compute (from PlanTrainingTime)
