@@ -122,6 +122,19 @@ BenchTable RunDistBench(const DistBenchOptions& options);
 GptShape BenchGptShape();
 
 
+struct PlanBenchOptions {
+  std::filesystem::path scratch;
+  std::filesystem::path peers = "bench/peers";
+  int threads = 2;   // ours and the SciPy peer's processes
+  int repeats = 3;
+  uint64_t seed = 7;
+};
+
+// The scaling-law fit against the same fit in SciPy (constants checked
+// equal, then wall time), and with LibTorch `plan memory` against the
+// measured peak of the real GPT step.
+BenchTable RunPlanBench(const PlanBenchOptions& options);
+
 struct TuneBenchOptions {
   std::filesystem::path scratch;
   uint64_t queries = 4000;  // gen shop queries for the ranker

@@ -287,6 +287,22 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   tune_cmd->callback([] { Report(RunTuneBench(tune), args); });
 
+  static PlanBenchOptions plan;
+  plan.scratch = data.scratch;
+  plan.peers = std::filesystem::path(TOPSPIN_SOURCE_DIR) / "bench/peers";
+  auto* plan_cmd = bench->add_subcommand(
+      "plan", "The scaling-law fit vs the same fit in SciPy; plan memory vs the measured peak");
+  plan_cmd->add_option("--json", args.json_path, "also write the table as JSON to this file");
+  plan_cmd->add_option("--threads", plan.threads, "our threads and the SciPy peer's processes")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  plan_cmd->add_option("--repeats", plan.repeats, "timed fits each; the best counts")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  plan_cmd->add_option("--scratch", plan.scratch, "where inputs are generated")
+      ->capture_default_str();
+  plan_cmd->callback([] { Report(RunPlanBench(plan), args); });
+
   static OrderBenchOptions order;
   auto* order_cmd = bench->add_subcommand(
       "order", "Shuffle quality of none/block/global orders vs std::shuffle, and lookup speed");

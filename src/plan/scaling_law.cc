@@ -83,8 +83,9 @@ LbfgsResult BestOfGrid(const std::vector<LogRun>& runs, const ScalingFitOptions&
           for (const double b : o.grid_b) grid.push_back({a, b, e, alpha, beta});
   *starts = static_cast<int>(grid.size());
   std::vector<LbfgsResult> fits(grid.size());
-  const size_t workers =
-      std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(1, grid.size()));
+  const size_t wanted = o.threads > 0 ? static_cast<size_t>(o.threads)
+                                      : static_cast<size_t>(std::thread::hardware_concurrency());
+  const size_t workers = std::clamp<size_t>(wanted, 1, std::max<size_t>(1, grid.size()));
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
@@ -298,6 +299,15 @@ ScalingFit FitScalingLaw(const std::vector<ScalingRun>& runs, const ScalingFitOp
         "the fit has alpha = {:.3f}, beta = {:.3f}: a term that does not fall with scale, so "
         "there is no compute-optimal point; the runs do not cover enough of N and D",
         fit.law.alpha, fit.law.beta));
+  }
+  double lowest = runs.front().loss;
+  for (const ScalingRun& r : runs) lowest = std::min(lowest, r.loss);
+  if (fit.law.E < 1e-3 * lowest) {
+    fit.warnings.push_back(fmt::format(
+        "E fell to {:.3g}: the runs show no loss floor (their loss still falls as fast with N or D "
+        "as a power law allows), so the predicted loss far beyond them is too low; runs at larger "
+        "N and D pin E down",
+        fit.law.E));
   }
   if (runs.size() < 10) {
     fit.warnings.push_back(fmt::format(

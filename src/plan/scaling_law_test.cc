@@ -80,6 +80,7 @@ TEST(ScalingLaw, AFitRecoversTheConstantsOfNoisySyntheticRuns) {
   EXPECT_GT(fit.optimal_tokens_per_parameter.high, want.tokens_per_parameter);
   EXPECT_LT(fit.optimal_tokens_per_parameter.high / fit.optimal_tokens_per_parameter.low, 2.0);
   EXPECT_FALSE(fit.spread.narrow);
+  EXPECT_TRUE(fit.warnings.empty()) << fit.warnings.front();
 }
 
 TEST(ScalingLaw, WithoutNoiseTheFitIsExact) {
@@ -121,6 +122,17 @@ TEST(ScalingLaw, RunsAtOneTokensPerParameterAreFlaggedWithTheRunsThatWouldFixIt)
   EXPECT_TRUE(s.narrow);
   EXPECT_EQ(s.distinct_sizes, 1);
   EXPECT_NE(s.advice.find("N = 4e+08"), std::string::npos) << s.advice;
+}
+
+TEST(ScalingLaw, RunsWithoutAFloorSayThatEIsUndetermined) {
+  // Pure power laws, E = 0: nothing in the runs bounds the loss below.
+  const ScalingLaw no_floor{.E = 0, .A = 400, .B = 400, .alpha = 0.3, .beta = 0.3};
+  ScalingFitOptions o;
+  o.bootstrap = 0;
+  const ScalingFit fit = FitScalingLaw(SyntheticRuns(no_floor, 0, 2), o);
+  bool said = false;
+  for (const std::string& w : fit.warnings) said |= w.find("no loss floor") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST(ScalingLaw, TooFewOrBadRunsAreRefusedNamingTheRun) {

@@ -67,6 +67,7 @@ struct ScalingFitOptions {
   uint64_t seed = 0;
   double interval = 0.90;   // two-sided coverage of the bootstrap intervals
   double compute = 0;       // FLOPs to report the compute-optimal point at (0: none)
+  int threads = 0;          // the grid's starts run on this many threads (0: one per core)
   // The initialisation grid (Chinchilla's): every combination of these.
   std::vector<double> grid_alpha = {0, 0.5, 1.0, 1.5, 2.0};
   std::vector<double> grid_beta = {0, 0.5, 1.0, 1.5, 2.0};
