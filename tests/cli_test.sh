@@ -570,6 +570,9 @@ expect 2 "excludes" -- "$bin" plan time "$src/configs/gpt2-124m.yaml" --gpu h100
 expect 0 "scale out to 47 nodes" -- "$bin" plan cluster --data 500GB --nodes 10 --cores 8 --memory 32GB
 expect 0 "240 tasks would be scheduled" -- "$bin" plan cluster --data 500GB --nodes 10 --cores 8 --tasks-per-core 3
 expect 2 "\"lots\" is not a size" -- "$bin" plan cluster --data lots
+printf '{"workload": "convert", "setup": "", "rows": [{"case": "csv -> shards, 2 threads", "ours": 40.0}]}' > "$tmp/conv.json"
+expect 0 "time from 20.0 MB/s per core \(measured" -- "$bin" plan cluster --data 1GB --from-bench "$tmp/conv.json"
+expect 2 "not a .topspin bench convert --json. file" -- "$bin" plan cluster --data 1GB --from-bench "$tmp/runs.csv"
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -1,16 +1,19 @@
 // topspin plan cluster --data SIZE [--nodes N --cores C --memory M]
 //                      [--partition SIZE] [--tasks-per-core K]
-//                      [--core-rate MBPS] [--json]
+//                      [--core-rate MBPS | --from-bench FILE] [--json]
 //
 // Sizing a preprocessing (conversion) job on a Spark-style cluster
 // (topspin/plan/cluster_plan.h): partitions, task slots, waves, time from a
 // measured per-core rate, shuffle memory, a spill warning and what to do.
+#include <cstdio>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "topspin/core/error.h"
+#include "topspin/core/files.h"
 #include "topspin/core/progress.h"
 #include "topspin/plan/cluster_plan.h"
 
@@ -25,8 +28,35 @@ struct ClusterArgs {
   std::string partition = "128MiB";
   int64_t tasks_per_core = 0;
   double core_mbps = 0;
+  std::string from_bench;
   bool json = false;
 };
+
+// MB/s per core from `topspin bench convert --json FILE`: the "csv ->
+// shards, N threads" row's MB/s over its N threads.
+double CoreRateFromBench(const std::string& file) {
+  const auto fail = [&](const std::string& why) {
+    return DataError(fmt::format("not a `topspin bench convert --json` file: {}", why),
+                     ErrorWhere{.file = file, .field = "rows"},
+                     "run build/topspin bench convert --json FILE on the conversion machine");
+  };
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(ReadFile(file));
+  } catch (const nlohmann::json::exception& e) {
+    throw fail(e.what());
+  }
+  if (doc.value("workload", "") != "convert" || !doc.contains("rows")) throw fail("no convert rows");
+  for (const auto& row : doc["rows"]) {
+    const std::string name = row.value("case", "");
+    int threads = 0;
+    if (name.starts_with("csv -> shards") &&
+        std::sscanf(name.c_str(), "csv -> shards, %d threads", &threads) == 1 && threads > 0) {
+      return row.value("ours", 0.0) / threads;
+    }
+  }
+  throw fail("no \"csv -> shards, N threads\" row");
+}
 
 std::string Gb(double bytes) { return fmt::format("{:.1f} GB", bytes / double(1 << 30)); }
 
@@ -41,6 +71,9 @@ void RunCluster(const ClusterArgs& a) {
   if (a.core_mbps > 0) {
     in.core_bytes_per_s = a.core_mbps * 1e6;
     in.rate_source = "given (--core-rate)";
+  } else if (!a.from_bench.empty()) {
+    in.core_bytes_per_s = CoreRateFromBench(a.from_bench) * 1e6;
+    in.rate_source = fmt::format("measured: topspin bench convert, {}", a.from_bench);
   } else {
     in.rate_source =
         "topspin bench convert on the reference 2-core VM, docs/BENCHMARKS.md; measure yours and "
@@ -94,9 +127,13 @@ void RegisterPlanCluster(CLI::App& plan) {
   cmd->add_option("--tasks-per-core", a->tasks_per_core,
                   "tasks you plan to run per core (the plan says what that does)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--core-rate", a->core_mbps,
-                  "conversion MB/s per core, from `topspin bench convert` (default: the reference VM's)")
-      ->check(CLI::PositiveNumber);
+  auto* rate = cmd->add_option("--core-rate", a->core_mbps,
+                               "conversion MB/s per core (default: the reference VM's)")
+                   ->check(CLI::PositiveNumber);
+  cmd->add_option("--from-bench", a->from_bench,
+                  "the per-core rate from a `topspin bench convert --json FILE` of this machine")
+      ->excludes(rate)
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", a->json, "print the plan as JSON instead of the table");
   cmd->callback([a] { RunCluster(*a); });
 }

@@ -6,16 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "plan/require.h"
 #include "topspin/core/error.h"
 
 namespace topspin {
 namespace {
-
-void Require(bool ok, const char* field, double value, const char* rule) {
-  if (ok) return;
-  throw ConfigError(fmt::format("{} is {}, but must be {}", field, value, rule),
-                    ErrorWhere{.field = field}, fmt::format("give {} {}", field, rule));
-}
 
 int64_t CeilDiv(double a, double b) { return static_cast<int64_t>(std::ceil(a / b - 1e-9)); }
 

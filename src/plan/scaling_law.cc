@@ -170,11 +170,17 @@ ComputeOptimalPoint ComputeOptimalFor(const ScalingLaw& law, double compute_flop
 std::vector<ScalingRun> ReadScalingCsv(const std::filesystem::path& path) {
   const std::string text = ReadFile(path);
   const std::vector<std::string> lines = Split(text, '\n');
-  if (lines.empty() || Trim(lines[0]).empty()) {
+  // The header is the first line that is not blank or a # comment.
+  size_t first = 0;
+  while (first < lines.size() && (Trim(lines[first]).empty() || Trim(lines[first]).starts_with("#"))) {
+    ++first;
+  }
+  if (first == lines.size()) {
     throw DataError("the CSV is empty", ErrorWhere{.file = path.string()},
                     "give a header line N,D,loss and one line per run");
   }
-  const std::vector<std::string> header = Split(lines[0], ',');
+  const std::vector<std::string> header = Split(lines[first], ',');
+  const int64_t header_line = static_cast<int64_t>(first + 1);
   const auto column = [&](std::initializer_list<const char*> names, const char* field) {
     for (size_t i = 0; i < header.size(); ++i) {
       for (const char* n : names) {
@@ -182,14 +188,14 @@ std::vector<ScalingRun> ReadScalingCsv(const std::filesystem::path& path) {
       }
     }
     throw DataError(fmt::format("the header has no {} column", field),
-                    ErrorWhere{.file = path.string(), .field = field, .line = 1},
+                    ErrorWhere{.file = path.string(), .field = field, .line = header_line},
                     "name the columns N (or parameters), D (or tokens) and loss");
   };
   const size_t cn = column({"N", "parameters", "params"}, "N");
   const size_t cd = column({"D", "tokens"}, "D");
   const size_t cl = column({"loss", "L"}, "loss");
   std::vector<ScalingRun> runs;
-  for (size_t i = 1; i < lines.size(); ++i) {
+  for (size_t i = first + 1; i < lines.size(); ++i) {
     if (Trim(lines[i]).empty() || Trim(lines[i]).starts_with("#")) continue;
     const std::vector<std::string> cells = Split(lines[i], ',');
     const auto value = [&](size_t c, const char* field) {

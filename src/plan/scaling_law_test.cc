@@ -154,13 +154,13 @@ TEST(ScalingLaw, CsvColumnsAreFoundByNameAndBadCellsNamed) {
   const fs::path dir = fs::temp_directory_path() / "topspin-scaling-csv";
   fs::create_directories(dir);
   const fs::path good = dir / "runs.csv";
-  WriteFileAtomic(good, "loss,tokens,parameters,note\n3.1,1e9,1e8,a\n# comment\n\n2.9,2e9,1e8,b\n");
+  WriteFileAtomic(good, "# runs\nloss,tokens,parameters,note\n3.1,1e9,1e8,a\n# comment\n\n2.9,2e9,1e8,b\n");
   const auto runs = ReadScalingCsv(good);
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_DOUBLE_EQ(runs[1].parameters, 1e8);
   EXPECT_DOUBLE_EQ(runs[1].tokens, 2e9);
   EXPECT_DOUBLE_EQ(runs[1].loss, 2.9);
-  EXPECT_EQ(runs[1].source, good.string() + ":5");
+  EXPECT_EQ(runs[1].source, good.string() + ":6");
 
   const fs::path bad = dir / "bad.csv";
   WriteFileAtomic(bad, "N,D,loss\n1e8,1e9,3\n1e8,lots,3\n");

@@ -5,16 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "plan/require.h"
 #include "topspin/core/error.h"
 
 namespace topspin {
 namespace {
-
-void Require(bool ok, const char* field, double value, const char* rule) {
-  if (ok) return;
-  throw ConfigError(fmt::format("{} is {}, but must be {}", field, value, rule),
-                    ErrorWhere{.field = field}, fmt::format("give {} {}", field, rule));
-}
 
 // Bytes each GPU sends per step for the gradients of `parameters` fp32
 // values: a ring all-reduce (or ZeRO-1/2's reduce-scatter plus the

@@ -54,7 +54,8 @@ struct ScalingRun {
 };
 
 // Runs from a CSV whose header names the columns N (or parameters), D (or
-// tokens) and loss, in any order; other columns are ignored. Error{kData}
+// tokens) and loss, in any order; other columns are ignored, and so are
+// blank lines and lines starting with # (before the header too). Error{kData}
 // naming the file, line and column for a missing column or a value that is
 // not a positive number.
 std::vector<ScalingRun> ReadScalingCsv(const std::filesystem::path& path);
