@@ -4,7 +4,7 @@
 # of gpu-bundle/ (made by scripts/gpu-bundle.sh) into a private prefix, builds
 # into build-gpu/, runs the CUDA tests and the rest of ctest, trains the
 # ranker on GPU and on CPU from one config and compares the per-step losses,
-# runs two benchmarks on the GPU. Every result lands in $OUT; summary.json
+# runs the benchmarks on the GPU (and `plan memory` against its measured peak). Every result lands in $OUT; summary.json
 # has each stage's status (ok/failed/skipped), seconds and key numbers, and is
 # rewritten after every stage, so a run cut short still reports.
 #
@@ -35,8 +35,8 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_stages=(env unpack configure build version test-cuda train-data train-gpu train-cpu
-            train-compare test bench-train-ranker bench-train-gpt bench-pipeline
-            bench-gpt-switches)
+            train-compare test bench-train-ranker bench-train-gpt bench-plan-memory
+            bench-pipeline bench-gpt-switches)
 
 for arg in "$@"; do
   case "$arg" in
@@ -710,6 +710,11 @@ stage_bench_gpt_switches() {
   run_bench train-gpt --layers 12 --d-model 768 --heads 12 --context 1024 --batch 8 \
     --warmup 3 --steps 6 --switches-only --scratch "$work/bench"
 }
+# `topspin plan memory` against the caching allocator's peak of the real
+# GPT step on the GPU (fp32 and bf16 autocast, GPT of width 1024).
+stage_bench_plan_memory() {
+  run_bench plan --memory-only --scratch "$work/bench"
+}
 stage_bench_pipeline() {
   run_bench pipeline --queries 2000 --threads 4 --peer-workers 0 --lm-tokens 1048576 \
     --seq-len 256 --scratch "$work/bench"
@@ -733,6 +738,7 @@ stage train-compare        15    2
 stage test                100   20
 stage bench-train-ranker   60   20
 stage bench-train-gpt     120   40
+stage bench-plan-memory    40   10
 stage bench-pipeline       50   20
 stage bench-gpt-switches  150   60
 

@@ -103,14 +103,26 @@ data: {{train: "{}"}}
 pipeline: {{threads: 1, prefetch: 2, batch_size: 8, shuffle: global}}
 model: {{kind: gpt, gpt: {{context: 64, layers: 2, d_model: 128, heads: 4}}}}
 optim: {{lr: 0.003, warmup_steps: 0}}
-train: {{steps: 10, torch_threads: 1}}
+train: {{steps: 10, torch_threads: 1, device: {}}}
 )yaml",
-                                      (text / "data").string()));
+                                      (text / "data").string(), o.device));
   struct Case {
     std::string name;
     std::vector<std::string> sets;
   };
-  const std::vector<Case> cases = {
+  // On a GPU the shapes are larger, so that the cuBLAS workspaces (tens
+  // of MiB, which the plan leaves to its reserve) stay small beside them.
+  const std::vector<std::string> gpu = {"model.gpt.context=512", "model.gpt.d_model=1024",
+                                        "model.gpt.layers=4", "model.gpt.heads=16"};
+  const auto on = [&](std::vector<std::string> sets) {
+    if (o.device == "cuda") sets.insert(sets.end(), gpu.begin(), gpu.end());
+    return sets;
+  };
+  const std::string shape = o.device == "cuda" ? "d1024 L4 T512" : "d128 L2 T64";
+  const std::vector<Case> cases = o.device == "cuda" ? std::vector<Case>{
+      {shape + ", batch 8", on({"pipeline.batch_size=8"})},
+      {shape + ", batch 8, bf16 autocast", on({"pipeline.batch_size=8", "train.precision=bf16"})},
+  } : std::vector<Case>{
       {"d128 L2 T64, batch 16", {"pipeline.batch_size=16"}},
       {"d128 L2 T64, batch 64", {"pipeline.batch_size=64"}},
       {"d64 L4 T64, batch 32",
@@ -129,7 +141,7 @@ train: {{steps: 10, torch_threads: 1}}
     const GptMemoryInputs in = GptMemoryInputsFrom(settings);
     const MemoryProbe probe = trials.Probe(in.micro_batch, trials.defaults());
     if (probe.oom) throw InternalError("bench plan: a memory probe ran out of memory: " + probe.error);
-    table.rows.push_back({fmt::format("memory: {}", c.name),
+    table.rows.push_back({fmt::format("memory ({}): {}", o.device, c.name),
                           double(EstimateGptMemory(in).total_bytes) / double(1 << 20),
                           "measured peak", double(probe.peak_bytes) / double(1 << 20), "MiB",
                           Better::kSame});
@@ -144,22 +156,28 @@ void AddMemoryRows(const PlanBenchOptions&, BenchTable&) {}
 
 BenchTable RunPlanBench(const PlanBenchOptions& o) {
   fs::create_directories(o.scratch);
-  BenchTable table{"plan",
-                   fmt::format("fit: 35 runs from Epoch AI's law with 0.2% noise (seed {}), Huber "
-                               "1e-3, L-BFGS from Chinchilla's 4,500 starts on {} threads, ours best of "
-                               "{}, SciPy's one run; memory: plan memory vs the counting allocator's peak over "
-                               "building the trainer and 2 real CPU steps{}",
-                               o.seed, o.threads, o.repeats,
 #ifdef TOPSPIN_HAVE_TORCH
-                               ""
+  const char* memory = "";
 #else
-                               " (skipped: no LibTorch)"
+  const char* memory = " (skipped: no LibTorch)";
 #endif
-                               ),
+  const std::string fit =
+      o.memory_only ? ""
+                    : fmt::format("fit: 35 runs from Epoch AI's law with 0.2% noise (seed {}), Huber "
+                                  "1e-3, L-BFGS from Chinchilla's 4,500 starts on {} threads, ours "
+                                  "best of {}, SciPy's one run; ",
+                                  o.seed, o.threads, o.repeats);
+  BenchTable table{"plan",
+                   fmt::format("{}memory: plan memory vs the measured peak (the CPU's counting "
+                               "allocator, CUDA's caching allocator) over building the trainer and "
+                               "2 real steps on {}{}",
+                               fit, o.device, memory),
                    {}};
-  BenchStages stages("plan", 2);
-  stages.Begin("scaling fit: ours and SciPy's (bench/peers/scaling_scipy.py)");
-  AddFitRows(o, table);
+  BenchStages stages("plan", o.memory_only ? 1 : 2);
+  if (!o.memory_only) {
+    stages.Begin("scaling fit: ours and SciPy's (bench/peers/scaling_scipy.py)");
+    AddFitRows(o, table);
+  }
   stages.Begin("memory: plan memory against the measured peak of the real step");
   AddMemoryRows(o, table);
   return table;

@@ -128,6 +128,8 @@ struct PlanBenchOptions {
   int threads = 2;   // ours and the SciPy peer's processes
   int repeats = 3;
   uint64_t seed = 7;
+  std::string device = "cpu";  // where the memory rows run: cpu | cuda
+  bool memory_only = false;    // skip the fit (the GPU check)
 };
 
 // The scaling-law fit against the same fit in SciPy (constants checked

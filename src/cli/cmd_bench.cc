@@ -301,6 +301,10 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   plan_cmd->add_option("--scratch", plan.scratch, "where inputs are generated")
       ->capture_default_str();
+  plan_cmd->add_option("--device", plan.device, "where the memory rows run: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  plan_cmd->add_flag("--memory-only", plan.memory_only, "only the memory rows (no SciPy fit)");
   plan_cmd->callback([] { Report(RunPlanBench(plan), args); });
 
   static OrderBenchOptions order;

@@ -90,7 +90,7 @@ void PrintMemory(const GptMemoryInputs& in, const GptMemory& m) {
   const GptShape& s = in.shape;
   fmt::print("model        {} parameters (GPT: {} layers, d_model {}, {} heads, context {}, vocab {})\n",
              FormatCount(double(m.parameters)), s.layers, s.d_model, s.heads, s.context, s.vocab);
-  fmt::print("per rank     micro-batch {} of {} ranks, fp32 weights{}, ZeRO {}{}\n", in.micro_batch,
+  fmt::print("per rank     micro-batch {} on each of {} ranks, fp32 weights{}, ZeRO {}{}\n", in.micro_batch,
              in.world_size, in.bf16 ? " with bf16 autocast" : "", in.zero_stage,
              in.recompute ? ", recomputing activations" : "");
   fmt::print("\n{:<44} {:>12}\n", "part", "bytes");
