@@ -559,6 +559,21 @@ expect 0 "tokens per parameter +18\.[0-9]" -- "$bin" plan scaling "$tmp/runs.csv
 expect 0 '"tokens_per_parameter"' -- "$bin" plan scaling "$tmp/runs.csv" --budget 5.76e23 --bootstrap 0 --json
 awk -F, 'NR == 1 || ($2 / $1 >= 5 && $2 / $1 <= 20)' "$tmp/runs.csv" > "$tmp/narrow.csv"
 expect 0 "cannot tell the N term from the D term" -- "$bin" plan scaling "$tmp/narrow.csv" --bootstrap 0
+# Run directories: N from config.yaml, D = steps x batch x accumulation x
+# context, the loss from summary.json's validation. d160 at 100 steps:
+# 204,800 tokens on 670,240 parameters = 0.3056; d32 at 400: 819,200 on 35,744.
+i=0
+for d in 32 64 96 128 160; do
+  for steps in 100 400; do
+    r="$tmp/sweep/d$d-s$steps"; mkdir -p "$r"; i=$((i + 1))
+    printf 'model: {kind: gpt, gpt: {vocab: 257, context: 64, layers: 2, d_model: %d, heads: 4}}\npipeline: {batch_size: 16}\noptim: {grad_accum: 2}\n' "$d" > "$r/config.yaml"
+    printf '{"step": %d, "valid": {"loss": %s}}\n' "$steps" "$(awk -v d=$d -v s=$steps 'BEGIN { print 1 + 30 / d^0.5 + 40 / s^0.4 }')" > "$r/summary.json"
+  done
+done
+expect 0 '"runs": 10' -- "$bin" plan scaling "$tmp/sweep" --bootstrap 0 --json
+expect 0 "tokens per parameter in the runs: 0.3056 to 22.92 " -- "$bin" plan scaling "$tmp/sweep" --bootstrap 0
+mkdir -p "$tmp/novalid" && cp "$tmp/sweep/d32-s100/config.yaml" "$tmp/novalid/" && echo '{"step": 5}' > "$tmp/novalid/summary.json"
+expect 2 "summary.json.*valid.loss.*no validation loss" -- "$bin" plan scaling "$tmp/novalid" "$tmp/sweep"
 printf 'N,D,loss\n1e8,1e9,3\n1e8,lots,3\n' > "$tmp/bad.csv"
 expect 2 "bad.csv:3.*\"D\".*not a positive number" -- "$bin" plan scaling "$tmp/bad.csv"
 expect 0 "fits without sharding" -- "$bin" plan memory "$src/configs/gpt2-124m.yaml" --gpus 8 --gpu h100
