@@ -581,6 +581,9 @@ expect 0 "set dist.zero: [123]" -- "$bin" plan memory "$src/configs/gpt2-1.5b.ya
 expect 2 "did you mean \"h100\"" -- "$bin" plan memory "$src/configs/gpt2-124m.yaml" --gpu h1000
 expect 2 "model.kind" -- "$bin" plan memory "$src/configs/ranker-shop.yaml"
 expect 0 "cluster-optimal" -- "$bin" plan time "$src/configs/gpt2-124m.yaml" --gpus 8 --gpu h100 --hours 24
+"$bin" plan scaling "$tmp/runs.csv" --bootstrap 0 --json > "$tmp/fit.json"
+expect 0 "law: .*fit.json" -- "$bin" plan time "$src/configs/gpt2-124m.yaml" --gpus 8 --gpu h100 --hours 24 --law "$tmp/fit.json"
+expect 2 "not a .topspin plan scaling --json. fit" -- "$bin" plan time "$src/configs/gpt2-124m.yaml" --gpu h100 --hours 24 --law "$tmp/runs.csv"
 expect 2 "excludes" -- "$bin" plan time "$src/configs/gpt2-124m.yaml" --gpu h100 --mfu 0.4 --profile "$tmp"
 expect 0 "scale out to 47 nodes" -- "$bin" plan cluster --data 500GB --nodes 10 --cores 8 --memory 32GB
 expect 0 "240 tasks would be scheduled" -- "$bin" plan cluster --data 500GB --nodes 10 --cores 8 --tasks-per-core 3
