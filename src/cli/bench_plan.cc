@@ -112,25 +112,25 @@ train: {{steps: 10, torch_threads: 1, device: {}}}
   };
   // On a GPU the shapes are larger, so that the cuBLAS workspaces (tens
   // of MiB, which the plan leaves to its reserve) stay small beside them.
-  const std::vector<std::string> gpu = {"model.gpt.context=512", "model.gpt.d_model=1024",
-                                        "model.gpt.layers=4", "model.gpt.heads=16"};
-  const auto on = [&](std::vector<std::string> sets) {
-    if (o.device == "cuda") sets.insert(sets.end(), gpu.begin(), gpu.end());
-    return sets;
-  };
-  const std::string shape = o.device == "cuda" ? "d1024 L4 T512" : "d128 L2 T64";
-  const std::vector<Case> cases = o.device == "cuda" ? std::vector<Case>{
-      {shape + ", batch 8", on({"pipeline.batch_size=8"})},
-      {shape + ", batch 8, bf16 autocast", on({"pipeline.batch_size=8", "train.precision=bf16"})},
-  } : std::vector<Case>{
-      {"d128 L2 T64, batch 16", {"pipeline.batch_size=16"}},
-      {"d128 L2 T64, batch 64", {"pipeline.batch_size=64"}},
-      {"d64 L4 T64, batch 32",
-       {"pipeline.batch_size=32", "model.gpt.d_model=64", "model.gpt.layers=4"}},
-      {"d128 L2 T64, batch 16, composed attention",
-       {"pipeline.batch_size=16", "model.gpt.attention=composed"}},
-      {"d128 L2 T64, batch 32, bf16 autocast", {"pipeline.batch_size=32", "train.precision=bf16"}},
-  };
+  std::vector<Case> cases;
+  if (o.device == "cuda") {
+    const std::vector<std::string> gpu = {"model.gpt.context=512", "model.gpt.d_model=1024",
+                                          "model.gpt.layers=4", "model.gpt.heads=16",
+                                          "pipeline.batch_size=8"};
+    cases.push_back({"d1024 L4 T512, batch 8", gpu});
+    cases.push_back({"d1024 L4 T512, batch 8, bf16 autocast", gpu});
+    cases.back().sets.push_back("train.precision=bf16");
+  } else {
+    cases = {
+        {"d128 L2 T64, batch 16", {"pipeline.batch_size=16"}},
+        {"d128 L2 T64, batch 64", {"pipeline.batch_size=64"}},
+        {"d64 L4 T64, batch 32",
+         {"pipeline.batch_size=32", "model.gpt.d_model=64", "model.gpt.layers=4"}},
+        {"d128 L2 T64, batch 16, composed attention",
+         {"pipeline.batch_size=16", "model.gpt.attention=composed"}},
+        {"d128 L2 T64, batch 32, bf16 autocast", {"pipeline.batch_size=32", "train.precision=bf16"}},
+    };
+  }
   for (const Case& c : cases) {
     TuneRequest request;
     request.config = config;

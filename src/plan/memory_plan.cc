@@ -10,11 +10,6 @@
 namespace topspin {
 namespace {
 
-int64_t BlockParameters(const GptShape& s) {
-  const int64_t d = s.d_model;
-  return 4 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * s.d_ff + s.d_ff) + (s.d_ff * d + d);
-}
-
 // Weights the matmuls read: every block's four linears and the head.
 int64_t MatmulWeights(const GptShape& s) {
   const int64_t d = s.d_model;
@@ -45,8 +40,6 @@ int64_t LayerBytes(const GptShape& s, int64_t tokens, int64_t batch, const GptMe
 int64_t HeadBytes(const GptShape& s, int64_t tokens) {
   return 4 * (2 * tokens * s.d_model + 2 * tokens * s.vocab);
 }
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -95,7 +88,7 @@ GptMemory EstimateGptMemory(const GptMemoryInputs& in) {
                  .optimizer_states = in.optimizer_states, .zero_stage = in.zero_stage,
                  .world_size = in.world_size});
   const GptShape& s = in.shape;
-  const int64_t block = BlockParameters(s);
+  const int64_t block = BlockParameterCount(s);
   m.param_bytes = state.param_bytes;
   m.grad_bytes = state.grad_bytes + (in.zero_stage >= 2 && in.world_size > 1 ? 4 * block : 0);
   m.optimizer_bytes = state.optimizer_bytes + state.master_bytes;

@@ -71,6 +71,11 @@ int64_t ParameterCount(const GptShape& shape) {
   return EmbeddingParameters(shape) + shape.layers * BlockParameters(shape) + final_norm;
 }
 
+int64_t BlockParameterCount(const GptShape& shape) {
+  Validate(shape);
+  return BlockParameters(shape);
+}
+
 int64_t NonEmbeddingParameterCount(const GptShape& shape) {
   return ParameterCount(shape) - EmbeddingParameters(shape);
 }

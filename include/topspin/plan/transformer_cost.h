@@ -36,6 +36,11 @@ struct GptShape {
 // GPT-2 small (50257, 1024, 12, 768, 12) has 124,439,808.
 int64_t ParameterCount(const GptShape& shape);
 
+// One transformer block's weights and biases (two LayerNorms, QKV, the
+// attention projection, the MLP's two linears): ParameterCount less the
+// embeddings, the final LayerNorm and the untied head, over layers.
+int64_t BlockParameterCount(const GptShape& shape);
+
 // ParameterCount minus the token and position embeddings (and the untied
 // head): the N of Kaplan et al. (2020), here exact rather than 12*L*d^2.
 int64_t NonEmbeddingParameterCount(const GptShape& shape);
