@@ -11,17 +11,24 @@
 #   bash scripts/gpu-check.sh            # every stage, within GPU_CHECK_BUDGET_S seconds
 #   bash scripts/gpu-check.sh --list     # the stages, in order
 #   GPU_CHECK_STAGES=env,unpack,configure bash scripts/gpu-check.sh
+#   GPU_CHECK_RESUME=1 bash scripts/gpu-check.sh   # a second call on the same
+#                                        # machine: only what has not passed
 #
 # Environment (defaults in brackets):
 #   OUT                   where results go [build-gpu/gpu-check-out]
+#   GPU_CHECK_PACK        1: results go to BUILD_DIR/gpu-check-out, and OUT
+#                         gets summary.json and gpu-check-results.tar.gz of
+#                         them all (the device tool brings back 8 files) [0]
 #   TOPSPIN_PYTHON        the interpreter whose torch wheel to build against
 #                         [/opt/torch/.venv/bin/python, else .venv/bin/python]
 #   GPU_CHECK_STAGES      comma-separated stages to run [all]
 #   GPU_CHECK_SKIP        comma-separated stages not to run [none], e.g. unpack
 #                         on a machine with the Debian packages installed
 #   GPU_CHECK_BUDGET_S    wall-clock budget for the whole script [470]
-#   GPU_CHECK_BUILD_DIR   [build-gpu]      GPU_CHECK_PREFIX  [/tmp/topspin-prefix]
-#   GPU_CHECK_WORK        scratch for data and runs [/tmp/topspin-gpu-work]
+#   GPU_CHECK_RESUME      1: skip the stages an earlier run on this machine
+#                         passed (BUILD_DIR/gpu-check-passed.txt) [0]
+#   GPU_CHECK_BUILD_DIR   [build-gpu]      GPU_CHECK_PREFIX  [BUILD_DIR/prefix]
+#   GPU_CHECK_WORK        scratch for data and runs [BUILD_DIR/work]
 #   GPU_CHECK_BUNDLE      the .deb folder [gpu-bundle]
 #   GPU_CHECK_JOBS        build jobs [16]   GPU_CHECK_TEST_JOBS  ctest jobs [8]
 #   GPU_CHECK_STEPS       ranker steps per device [200]   GPU_CHECK_QUERIES [4000]
@@ -35,17 +42,23 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_stages=(env unpack configure build version test-cuda train-data train-gpu train-cpu
-            train-compare test bench-train-ranker bench-train-gpt bench-plan-memory
-            bench-pipeline bench-gpt-switches)
+            train-compare bench-train-gpt bench-tune-batch bench-train-ranker bench-pipeline
+            bench-plan-memory bench-gpt-switches build-rest test)
 
 for arg in "$@"; do
   case "$arg" in
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --list) printf '%s\n' "${all_stages[@]}"; exit 0 ;;
     *) echo "gpu-check.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
 
+pack_to=""
+if [ "${GPU_CHECK_PACK:-0}" = 1 ]; then
+  pack_to=${OUT:?GPU_CHECK_PACK=1 needs OUT, where the pack goes}
+  OUT=${GPU_CHECK_BUILD_DIR:-$root/build-gpu}/gpu-check-out
+  [ "${GPU_CHECK_RESUME:-0}" = 1 ] || rm -rf "$OUT"  # a resumed run keeps the earlier logs
+fi
 OUT=${OUT:-${GPU_CHECK_BUILD_DIR:-$root/build-gpu}/gpu-check-out}
 if [ -z "${TOPSPIN_PYTHON:-}" ]; then
   TOPSPIN_PYTHON=/opt/torch/.venv/bin/python
@@ -56,8 +69,11 @@ stages=${GPU_CHECK_STAGES:-all}
 skip=${GPU_CHECK_SKIP:-}
 budget=${GPU_CHECK_BUDGET_S:-470}
 build=${GPU_CHECK_BUILD_DIR:-$root/build-gpu}
-prefix=${GPU_CHECK_PREFIX:-/tmp/topspin-prefix}
-work=${GPU_CHECK_WORK:-/tmp/topspin-gpu-work}
+# Under the build folder, which a second call on a warm machine finds again.
+prefix=${GPU_CHECK_PREFIX:-$build/prefix}
+work=${GPU_CHECK_WORK:-$build/work}
+resume=${GPU_CHECK_RESUME:-0}
+passed_file=$build/gpu-check-passed.txt
 bundle=${GPU_CHECK_BUNDLE:-$root/gpu-bundle}
 jobs=${GPU_CHECK_JOBS:-16}
 test_jobs=${GPU_CHECK_TEST_JOBS:-8}
@@ -76,7 +92,8 @@ if [ "$stages" != all ] || [ -n "$skip" ]; then
   done
 fi
 
-mkdir -p "$OUT" "$work" || { echo "gpu-check.sh: cannot create $OUT or $work" >&2; exit 1; }
+mkdir -p "$OUT" "$work" "$build" || { echo "gpu-check.sh: cannot create $OUT or $work" >&2; exit 1; }
+[ "$resume" = 1 ] || : >"$passed_file"  # a fresh run: nothing has passed yet
 cd "$root" || exit 1
 
 # The bundle's libraries and headers, for configure, build, tests and runs.
@@ -151,6 +168,15 @@ write_summary() {
   } >"$OUT/summary.json.tmp" && mv "$OUT/summary.json.tmp" "$OUT/summary.json"
 }
 
+# GPU_CHECK_PACK=1: summary.json and one archive of everything, into OUT.
+pack() {
+  [ -n "$pack_to" ] || return 0
+  mkdir -p "$pack_to" && cp "$OUT/summary.json" "$pack_to/summary.json" &&
+    tar -C "$OUT" -czf "$pack_to/gpu-check-results.tar.gz.tmp" . &&
+    mv "$pack_to/gpu-check-results.tar.gz.tmp" "$pack_to/gpu-check-results.tar.gz" &&
+    { [ "${1:-}" = quiet ] || say "packed $OUT into $pack_to/gpu-check-results.tar.gz"; }
+}
+
 # A signal (the device tool's limit, ^C) ends the running command, marks the
 # stage failed and still writes summary.json. Commands run in the background
 # and are waited for, so that the trap runs at once (bash defers traps until a
@@ -166,6 +192,7 @@ on_signal() {
     note "killed by a signal after $(($(now) - t0)) s of the script"
   fi
   write_summary
+  pack
   say "stopped by a signal; $OUT/summary.json"
   exit 143
 }
@@ -204,6 +231,13 @@ stage() {
     current=""
     return 0
   fi
+  if [ "$resume" = 1 ] && [ "$name" != env ] && grep -qxF "$name" "$passed_file" 2>/dev/null &&
+     { [ "$name" != unpack ] || [ -x "$prefix/pkg-config" ]; }; then
+    st_status[$name]=ok st_secs[$name]=0
+    note "passed in an earlier run on this machine (GPU_CHECK_RESUME=1); its log and numbers are that run's"
+    current=""
+    return 0
+  fi
   remaining=$(left)
   if [ "$remaining" -lt "$min" ]; then
     st_status[$name]=skipped st_secs[$name]=0
@@ -223,13 +257,14 @@ stage() {
   rc=$?
   st_secs[$name]=$(($(now) - start))
   case $rc in
-    0) st_status[$name]=ok ;;
+    0) st_status[$name]=ok; echo "$name" >>"$passed_file" ;;
     77) st_status[$name]=skipped ;;
     *) st_status[$name]=failed; [ -n "${st_note[$name]:-}" ] || note "exit status $rc; see $name.log" ;;
   esac
   say "$name: ${st_status[$name]} in ${st_secs[$name]} s${st_note[$name]:+ (${st_note[$name]})}"
   current=""
   write_summary
+  pack quiet  # a run cut short still brings back what it did
 }
 
 need_topspin() {
@@ -401,7 +436,7 @@ EOF
   fi
   while IFS= read -r -d '' f; do
     local out
-    out=$(LD_LIBRARY_PATH=$run_library_path ldd "$f" 2>&1 | grep -E 'not found|not a dynamic' || true)
+    out=$(LD_LIBRARY_PATH=$run_library_path ldd "$f" 2>&1 | grep -E 'not found' || true)  # scripts (pcre2-config) are not ELF
     if [ -n "$out" ]; then echo "ldd $f:"; echo "$out"; problems=1; fi
   done < <(find "$libdir" "$prefix/usr/bin" -type f \( -name '*.so*' -o -perm -u+x \) -print0 2>/dev/null)
   [ $problems -eq 0 ] || { note "some bundled libraries do not load here (see unpack.log)"; return 1; }
@@ -447,22 +482,26 @@ stage_configure() {
     "$build/CMakeCache.txt" | tee "$OUT/configure-found.txt"
 }
 
-stage_build() {
+# build: what the GPU stages need (topspin, and train_test, which holds the
+# Cuda* tests); build-rest: everything else, for the test stage.
+build_targets() {
   [ -f "$build/CMakeCache.txt" ] || { note "not configured"; return 77; }
   local keep=(-k 0)
   [ -f "$build/build.ninja" ] || keep=(-k)
-  tmo cmake --build "$build" -j "$jobs" -- "${keep[@]}"
+  tmo cmake --build "$build" -j "$jobs" "$@" -- "${keep[@]}"
   local rc=$?
   local failed
-  failed=$(grep -c '^FAILED:' "$OUT/build.log")
+  failed=$(grep -c '^FAILED:' "$OUT/$current.log")
   num failed_targets "$failed"
   if [ $rc -ne 0 ]; then
-    grep -n -A 30 -E '^FAILED:|error:' "$OUT/build.log" | head -400 >"$OUT/build-errors.txt"
-    note "build failed ($failed targets; build-errors.txt)"
+    grep -n -A 30 -E '^FAILED:|error:' "$OUT/$current.log" | head -400 >"$OUT/$current-errors.txt"
+    note "build failed ($failed targets; $current-errors.txt)"
     [ -x "$topspin" ] && note "topspin itself was built: later stages use it"
     return 1
   fi
 }
+stage_build() { build_targets --target topspin train_test; }
+stage_build_rest() { build_targets; }
 
 stage_version() {
   need_topspin || return 77
@@ -693,21 +732,31 @@ run_bench() {
   [ -f "$OUT/$current.json" ] && str json "$current.json"
   return $rc
 }
+# The tree peers are CPU work (measured in docs/BENCHMARKS.md) and the GPU
+# image has no xgboost or lightgbm.
 stage_bench_train_ranker() {
   run_bench train-ranker --queries 2000 --valid-queries 500 --epochs 1 --batch 32 --threads 8 \
-    --xgb-rounds 50
+    --no-trees
 }
-# The GPT target of the GPT issue: GPT-2 124M at context 1024 in bf16
-# against nanoGPT eager and torch.compile on the same GPU.
+# The GPT target of the GPT issue: GPT-2 124M (vocabulary 50304) at context
+# 1024 in bf16 against nanoGPT eager and torch.compile on the same GPU
+# (fp32 is left to bench-gpt-switches, for time).
 stage_bench_train_gpt() {
-  run_bench train-gpt --layers 12 --d-model 768 --heads 12 --context 1024 --batch 8 \
-    --warmup 3 --steps 12 --scratch "$work/bench"
+  run_bench train-gpt --layers 12 --d-model 768 --heads 12 --context 1024 --vocab 50304 \
+    --batch 8 --warmup 3 --steps 12 --no-fp32 --scratch "$work/bench"
+}
+# The AutoTuner's GPU target: the micro-batch it picks for GPT-2 124M
+# (bf16, context 1024) under 80% of the GPU's memory with its 10% margin,
+# against the largest that fits there (Lightning's finder, no margin).
+stage_bench_tune_batch() {
+  run_bench tune --batch-config configs/gpt2-124m.yaml --set optim.grad_accum=1 \
+    --set train.torch_threads=8 --scratch "$work/bench"
 }
 # Each speed-up switched off against all on (ours, fp32 with TF32 the
 # switch it is), GPT-2 124M: what attention, fused ops, fused AdamW, TF32
 # and vocabulary padding buy on the GPU.
 stage_bench_gpt_switches() {
-  run_bench train-gpt --layers 12 --d-model 768 --heads 12 --context 1024 --batch 8 \
+  run_bench train-gpt --layers 12 --d-model 768 --heads 12 --context 1024 --vocab 50304 --batch 8 \
     --warmup 3 --steps 6 --switches-only --scratch "$work/bench"
 }
 # `topspin plan memory` against the caching allocator's peak of the real
@@ -727,7 +776,7 @@ say "results in $OUT; budget ${budget} s; stages: $stages${skip:+ except $skip}"
 stage env                  60    5
 stage unpack               60    5
 stage configure           150   30
-stage build               270   30
+stage build               300   30
 export LD_LIBRARY_PATH=$run_library_path
 stage version              20    3
 stage test-cuda            90   10
@@ -735,12 +784,14 @@ stage train-data           40   10
 stage train-gpu            60   15
 stage train-cpu            60   15
 stage train-compare        15    2
-stage test                100   20
+stage bench-train-gpt     150   40
+stage bench-tune-batch     90   30
 stage bench-train-ranker   60   20
-stage bench-train-gpt     120   40
-stage bench-plan-memory    40   10
 stage bench-pipeline       50   20
+stage bench-plan-memory    40   10
 stage bench-gpt-switches  150   60
+stage build-rest          200   30
+stage test                100   20
 
 # Keep what comes back small: long logs keep their head and tail.
 for f in "$OUT"/*.log; do
@@ -753,5 +804,6 @@ done
 write_summary
 failed=0
 for s in "${ran[@]}"; do [ "${st_status[$s]}" != failed ] || failed=$((failed + 1)); done
+pack
 say "done in $(($(now) - t0)) s: $failed stage(s) failed, ${#incomplete[@]} skipped for lack of time; $OUT/summary.json"
 [ "$failed" -eq 0 ] && [ ${#incomplete[@]} -eq 0 ]

@@ -103,7 +103,8 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                                 o.lgb_leaves, o.tree_etas, o.threads),
                     xgb_peer);
   };
-  const nlohmann::json xgb = trees("xgboost"), lgb = trees("lightgbm");
+  const nlohmann::json xgb = o.trees ? trees("xgboost") : nlohmann::json(),
+                       lgb = o.trees ? trees("lightgbm") : nlohmann::json();
   const auto describe = [](const nlohmann::json& peer) {
     std::string grid;
     for (const auto& g : peer["grid"]) {
@@ -122,7 +123,8 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                   "{}). XGBoost grid: {}. LightGBM grid: {}. Our phases: {}",
                   o.queries, o.valid_queries, m.rows(), o.epochs, steps, o.batch, o.threads,
                   pt["num_workers"].get<int>(), pt["threads"].get<int>(), pt["trials"].dump(),
-                  describe(xgb), describe(lgb), DescribePhases(ours)),
+                  o.trees ? describe(xgb) : "not run (--no-trees)",
+                  o.trees ? describe(lgb) : "not run (--no-trees)", DescribePhases(ours)),
       {}};
   t.rows.push_back({"ranker training", ours.items_per_s, "PyTorch (per-batch loader, SparseAdam)",
                     pt["docs_per_s"].get<double>(), "docs/s"});
@@ -132,14 +134,14 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   }
   t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10, "PyTorch (same epochs)",
                     pt["ndcg10"].get<double>(), ""});
-  t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10,
-                    fmt::format("XGBoost rank:ndcg, categorical ids ({:.0f} s)",
-                                xgb["seconds"].get<double>()),
-                    xgb["ndcg10"].get<double>(), ""});
-  t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10,
-                    fmt::format("LightGBM lambdarank, categorical ids ({:.0f} s)",
-                                lgb["seconds"].get<double>()),
-                    lgb["ndcg10"].get<double>(), ""});
+  for (const auto& [peer, name] : {std::pair{&xgb, "XGBoost rank:ndcg"},
+                                   std::pair{&lgb, "LightGBM lambdarank"}}) {
+    if (peer->is_null()) continue;
+    t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10,
+                      fmt::format("{}, categorical ids ({:.0f} s)", name,
+                                  (*peer)["seconds"].get<double>()),
+                      (*peer)["ndcg10"].get<double>(), ""});
+  }
   for (const auto& p : {train, valid, train_csv, valid_csv, spec, run}) fs::remove_all(p);
   return t;
 }

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "topspin/core/files.h"
 #include "topspin/data/convert.h"
@@ -127,12 +128,92 @@ void BenchWorkload(const std::string& name, const fs::path& config, const TuneBe
        Better::kHigher});
 }
 
+// --batch-config: the batch search at the device's real memory (no wall
+// placed by the bench), against Lightning's finder under the same limit,
+// which finds the largest batch that fits (no margin).
+BenchTable BatchAtTheRealLimit(const TuneBenchOptions& o, const fs::path& text) {
+  BenchStages stages("tune", 3);
+  stages.Begin("data: the licence-text corpus, byte tokens");
+  fs::create_directories(text);
+  WriteTextCorpus(text / "corpus.txt", TextCorpusOptions{});
+  Convert({text / "corpus.txt"}, ImportOptions{.format = "text"},
+          DatasetWriterOptions{.out = text / "data", .threads = 1}, /*sort_groups=*/false, {});
+  TuneRequest request;
+  request.config = o.batch_config;
+  request.overrides = o.sets;
+  request.overrides.push_back("data.train=" + (text / "data").string());
+  request.overrides.push_back("train.device=" + o.device);
+  request.memory_limit = o.memory_limit;
+  request.margin = o.margin;
+  request.free_batch = true;
+  request.use_cache = false;
+  ApplyProcessPolicy(0);
+  StepTrials trials(request);
+  const std::vector<int64_t> allowed = trials.AllowedBatches();
+  const uint64_t limit = trials.limit_bytes();
+  const TuneKnobs base = trials.defaults();
+  const auto probe = [&](int64_t b) { return trials.Probe(b, base); };
+  stages.Begin(fmt::format("ours: batch search under {} ({:.0f}% margin)", FormatBytes(limit),
+                           100 * o.margin));
+  const auto t0 = std::chrono::steady_clock::now();
+  const BatchSearchResult ours = SearchBatch(
+      probe, {.limit_bytes = limit, .margin = o.margin, .allowed = allowed,
+              .first_probe = base.micro_batch});
+  const double ours_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (ours.batch == 0) {
+    throw Error(ErrorKind::kConfig,
+                fmt::format("bench tune: not even batch {} fits under {}: {}", allowed.front(),
+                            FormatBytes(limit), ours.why),
+                {}, "raise --memory-limit or make the model smaller");
+  }
+  stages.Begin("Lightning's finder (doubling, then binary search; no margin)");
+  const auto t1 = std::chrono::steady_clock::now();
+  const LightningResult lightning = LightningBatchFinder(probe, 2, allowed.back(), limit);
+  const double lightning_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+
+  const std::string name = o.batch_config.stem().string();
+  BenchTable t;
+  t.workload = "tune";
+  t.rows.push_back({fmt::format("{}: batch chosen vs the largest that fits (Lightning, no margin)",
+                                name),
+                    double(ours.batch), "largest that fits", double(lightning.batch), "samples",
+                    Better::kHigher});
+  t.rows.push_back({fmt::format("{}: measured peak at the chosen batch vs (1 - margin) x limit",
+                                name),
+                    double(ours.peak_bytes) / double(1 << 20), "the margin's ceiling",
+                    (1 - o.margin) * double(limit) / double(1 << 20), "MiB", Better::kLower});
+  t.rows.push_back({fmt::format("{}: batch-size trials", name), double(ours.probes.size()),
+                    "Lightning doubling + binary search", double(lightning.trials), "trials",
+                    Better::kLower});
+  t.rows.push_back({fmt::format("{}: search time", name), ours_s, "Lightning", lightning_s, "s",
+                    Better::kLower});
+  std::string probes;
+  for (const MemoryProbe& m : ours.probes) {
+    probes += fmt::format("{}{}: {}", probes.empty() ? "" : ", ", m.batch,
+                          m.oom ? "out of memory" : FormatBytes(m.peak_bytes));
+  }
+  t.setup = fmt::format(
+      "{} on {} ({}), byte tokens of the licence texts; limit {} = --memory-limit {} of the "
+      "device's memory (CUDA: the caching allocator's fraction; its allocated peak is measured), "
+      "margin {:.0f}%; each trial builds the trainer at that micro-batch and runs 2 steps. Our "
+      "trials: {}. Lightning: from 2, doubling to the first out of memory, then halving the gap",
+      o.batch_config.string(), o.device, fmt::join(o.sets, " "), FormatBytes(limit),
+      o.memory_limit, 100 * o.margin, probes);
+  return t;
+}
+
 }  // namespace
 
 BenchTable RunTuneBench(const TuneBenchOptions& o) {
   fs::create_directories(o.scratch);
   const fs::path shop = o.scratch / "bench-tune-shop", text = o.scratch / "bench-tune-text";
   for (const auto& p : {shop, text}) fs::remove_all(p);
+  if (!o.batch_config.empty()) {
+    BenchTable t = BatchAtTheRealLimit(o, text);
+    fs::remove_all(text);
+    return t;
+  }
   BenchStages stages("tune", 9);
   stages.Begin(fmt::format("data: gen shop {} queries, the licence-text corpus", o.queries));
   WriteShopShards(shop, ShopOptions{.queries = o.queries, .seed = 1});

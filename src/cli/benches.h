@@ -96,6 +96,7 @@ struct TrainRankerBenchOptions {
   std::string xgb_depths = "8";
   std::string lgb_leaves = "63";
   std::string tree_etas = "0.1";
+  bool trees = true;  // the XGBoost and LightGBM peers (CPU; need those modules)
   uint64_t seed = 1;
 };
 
@@ -144,6 +145,14 @@ struct TuneBenchOptions {
   double budget_s = 120;    // the tuner's
   int rounds = 6;           // windows in turns for the final comparisons
   double wall = 12.3;       // the memory limit sits at this many configured batches
+  // Set: only the batch-size search, on this config at the device's real
+  // memory (memory_limit of it), against Lightning's finder with no margin
+  // (the largest batch that fits); scripts/gpu-check.sh runs GPT-2 124M so.
+  std::filesystem::path batch_config;
+  std::vector<std::string> sets;     // --set, on batch_config
+  std::string device = "cpu";        // train.device for batch_config
+  std::string memory_limit = "0.8";  // of the device's memory (or bytes), as topspin tune
+  double margin = 0.10;              // the tuner's
 };
 
 // The AutoTuner against an exhaustive grid over the same knobs and against
@@ -155,12 +164,14 @@ BenchTable RunTuneBench(const TuneBenchOptions& options);
 struct TrainGptBenchOptions {
   std::filesystem::path scratch;
   std::filesystem::path peers = "bench/peers";
-  int64_t layers = 6, d_model = 384, heads = 6, context = 256;  // byte vocabulary (257)
+  int64_t layers = 6, d_model = 384, heads = 6, context = 256;
+  int64_t vocab = 257;  // the data are byte tokens; GPT-2's is 50257 (50304 padded)
   int64_t batch = 8;  // sequences per step
   int warmup = 3;     // untimed steps (torch.compile compiles in them)
   int steps = 12;     // timed steps (rounded up to whole multiples of warmup)
   int threads = 2;
-  bool bf16 = true;   // also the bf16 pass
+  bool fp32 = true;   // the fp32 pass
+  bool bf16 = true;   // the bf16 pass
   std::string device = "cpu";  // train.device for us, --device for the peer
   uint64_t seed = 1;
   bool switches = false;  // also each speed-up switch off against on (fp32, ours only)

@@ -182,6 +182,8 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   ranker_cmd->add_option("--peers", ranker.peers, "directory of the Python peers")
       ->capture_default_str();
+  ranker_cmd->add_flag("--trees,!--no-trees", ranker.trees,
+                       "also the XGBoost and LightGBM peers (CPU; default on)");
   ranker_cmd->add_option("--device", ranker.device, "where we and the PyTorch peer train")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
@@ -202,6 +204,10 @@ void RegisterBench(CLI::App& app) {
   gpt_cmd->add_option("--heads", gpt.heads, "attention heads (divide --d-model)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}))
       ->capture_default_str();
+  gpt_cmd->add_option("--vocab", gpt.vocab,
+                      "vocabulary (the data are byte tokens; 50304: GPT-2's, padded)")
+      ->check(CLI::Range(int64_t{257}, int64_t{1} << 20))
+      ->capture_default_str();
   gpt_cmd->add_option("--context", gpt.context, "tokens per sequence")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
       ->capture_default_str();
@@ -217,7 +223,8 @@ void RegisterBench(CLI::App& app) {
   gpt_cmd->add_option("--threads", gpt.threads, "LibTorch threads for us and the peer")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
-  gpt_cmd->add_flag("--bf16,!--no-bf16", gpt.bf16, "also compare in bf16 autocast (default on)");
+  gpt_cmd->add_flag("--fp32,!--no-fp32", gpt.fp32, "compare in fp32 (default on)");
+  gpt_cmd->add_flag("--bf16,!--no-bf16", gpt.bf16, "compare in bf16 autocast (default on)");
   gpt_cmd->add_flag("--switches", gpt.switches,
                     "also run ours with each speed-up switched off (attention, fused ops, fused "
                     "AdamW, vocabulary padding; TF32 on CUDA) against all on, in fp32");
@@ -284,6 +291,22 @@ void RegisterBench(CLI::App& app) {
       ->check(CLI::Range(2.0, 1000.0))
       ->capture_default_str();
   tune_cmd->add_option("--scratch", tune.scratch, "where inputs are generated")
+      ->capture_default_str();
+  tune_cmd->add_option("--batch-config", tune.batch_config,
+                       "only the batch-size search, on this config (its data: byte tokens "
+                       "generated here) at the device's real memory, vs Lightning's finder")
+      ->check(CLI::ExistingFile);
+  tune_cmd->add_option("--set", tune.sets, "override a key of --batch-config (repeatable)")
+      ->allow_extra_args(false);
+  tune_cmd->add_option("--device", tune.device, "train.device for --batch-config")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  tune_cmd->add_option("--memory-limit", tune.memory_limit,
+                       "with --batch-config: what a step may use, a fraction of the device's "
+                       "memory or bytes (2GiB), as topspin tune --memory-limit")
+      ->capture_default_str();
+  tune_cmd->add_option("--margin", tune.margin, "with --batch-config: the tuner's margin")
+      ->check(CLI::Range(0.0, 0.9))
       ->capture_default_str();
   tune_cmd->callback([] { Report(RunTuneBench(tune), args); });
 

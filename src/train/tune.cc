@@ -470,7 +470,8 @@ uint64_t ParseMemoryLimit(const std::string& text, uint64_t available) {
       {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}};
   if (suffix.empty() && v != std::floor(v)) throw bad();  // bytes are whole
   const auto unit = kUnits.find(suffix);
-  if (unit == kUnits.end() || v <= 1) throw bad();
+  // A bare number over 1 is bytes; with a unit, any positive size (1GiB).
+  if (unit == kUnits.end() || v <= 0 || (suffix.empty() && v <= 1)) throw bad();
   return uint64_t(v * unit->second);
 }
 

@@ -198,8 +198,10 @@ TEST(Tune, MemoryLimitsParseOrSayWhatIsWrong) {
   EXPECT_EQ(ParseMemoryLimit("0.5", 1000), 500u);
   EXPECT_EQ(ParseMemoryLimit("2GiB", 0), uint64_t{2} << 30);
   EXPECT_EQ(ParseMemoryLimit("512MiB", 0), uint64_t{512} << 20);
+  EXPECT_EQ(ParseMemoryLimit("1GiB", 0), uint64_t{1} << 30);
+  EXPECT_EQ(ParseMemoryLimit("0.5GiB", 0), uint64_t{1} << 29);
   EXPECT_EQ(ParseMemoryLimit("3000000000", 0), 3000000000u);
-  for (const char* bad : {"0", "1.5", "-1", "lots", "2 GiB", "5XB"}) {
+  for (const char* bad : {"0", "1.5", "-1", "lots", "2 GiB", "5XB", "0GiB", "-2GiB"}) {
     try {
       ParseMemoryLimit(bad, 1000);
       ADD_FAILURE() << bad;
