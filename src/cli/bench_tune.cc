@@ -128,16 +128,21 @@ void BenchWorkload(const std::string& name, const fs::path& config, const TuneBe
        Better::kHigher});
 }
 
+// The licence-text corpus as byte tokens, in text/data.
+void WriteByteTokens(const fs::path& text) {
+  fs::create_directories(text);
+  WriteTextCorpus(text / "corpus.txt", TextCorpusOptions{});
+  Convert({text / "corpus.txt"}, ImportOptions{.format = "text"},
+          DatasetWriterOptions{.out = text / "data", .threads = 1}, /*sort_groups=*/false, {});
+}
+
 // --batch-config: the batch search at the device's real memory (no wall
 // placed by the bench), against Lightning's finder under the same limit,
 // which finds the largest batch that fits (no margin).
 BenchTable BatchAtTheRealLimit(const TuneBenchOptions& o, const fs::path& text) {
   BenchStages stages("tune", 3);
   stages.Begin("data: the licence-text corpus, byte tokens");
-  fs::create_directories(text);
-  WriteTextCorpus(text / "corpus.txt", TextCorpusOptions{});
-  Convert({text / "corpus.txt"}, ImportOptions{.format = "text"},
-          DatasetWriterOptions{.out = text / "data", .threads = 1}, /*sort_groups=*/false, {});
+  WriteByteTokens(text);
   TuneRequest request;
   request.config = o.batch_config;
   request.overrides = o.sets;
@@ -217,10 +222,7 @@ BenchTable RunTuneBench(const TuneBenchOptions& o) {
   BenchStages stages("tune", 9);
   stages.Begin(fmt::format("data: gen shop {} queries, the licence-text corpus", o.queries));
   WriteShopShards(shop, ShopOptions{.queries = o.queries, .seed = 1});
-  fs::create_directories(text);
-  WriteTextCorpus(text / "corpus.txt", TextCorpusOptions{});
-  Convert({text / "corpus.txt"}, ImportOptions{.format = "text"},
-          DatasetWriterOptions{.out = text / "data", .threads = 1}, /*sort_groups=*/false, {});
+  WriteByteTokens(text);
   // The defaults: pipeline.threads, prefetch and train.torch_threads as the
   // schema has them (what a user gets without setting them).
   const fs::path ranker = o.scratch / "bench-tune-ranker.yaml",
