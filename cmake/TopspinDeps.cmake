@@ -66,6 +66,16 @@ if(NOT TOPSPIN_WITH_TORCH STREQUAL "OFF")
   endif()
 endif()
 
+# Parquet import: Arrow C++ from the pyarrow wheel (OFF: not built).
+set(TOPSPIN_WITH_PARQUET AUTO CACHE STRING "Build Parquet import: AUTO, ON or OFF")
+set(TOPSPIN_HAVE_PARQUET OFF)
+if(NOT TOPSPIN_WITH_PARQUET STREQUAL "OFF")
+  topspin_find_pyarrow()
+  if(TOPSPIN_WITH_PARQUET STREQUAL "ON" AND NOT TOPSPIN_HAVE_PARQUET)
+    message(FATAL_ERROR "TOPSPIN_WITH_PARQUET=ON but pyarrow's Arrow C++ was not found: run scripts/install-deps.sh")
+  endif()
+endif()
+
 # zstd: Debian ships a CMake package; sentencepiece and PCRE2 only
 # pkg-config files.
 find_package(zstd REQUIRED)

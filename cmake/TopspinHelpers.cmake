@@ -119,3 +119,54 @@ function(topspin_find_venv_torch)
   set(CMAKE_PREFIX_PATH "${CMAKE_PREFIX_PATH}" PARENT_SCOPE)
   set(TOPSPIN_TORCH_PYTHON "${python}" CACHE INTERNAL "the interpreter whose torch wheel LibTorch came from")
 endfunction()
+
+# topspin_find_pyarrow()
+#
+# Arrow C++ and Parquet (Parquet import, src/parquet/) come from the pyarrow
+# wheel in the project's virtualenv, as pyarrow documents for C++ consumers:
+# pyarrow.get_include() holds the headers, pyarrow.get_library_dirs() the
+# versioned libraries (libarrow.so.2600 for 26.0.x). The wheel ships no
+# CMake package, so this defines imported targets topspin_libarrow and
+# topspin_libparquet on the full library paths; the build's run path then
+# points into the wheel. Sets TOPSPIN_HAVE_PARQUET in the caller.
+function(topspin_find_pyarrow)
+  set(TOPSPIN_HAVE_PARQUET OFF PARENT_SCOPE)
+  set(python "${TOPSPIN_PYTHON}")
+  if(NOT python AND EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+    set(python "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+  endif()
+  if(NOT python)
+    message(STATUS "topspin: no .venv; Parquet import is not built (run scripts/install-deps.sh)")
+    return()
+  endif()
+  execute_process(
+    COMMAND "${python}" -c "import pyarrow as pa; print(pa.get_include()); print(pa.get_library_dirs()[0]); print(pa.__version__)"
+    OUTPUT_VARIABLE out OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc ERROR_QUIET)
+  if(NOT rc EQUAL 0)
+    message(STATUS "topspin: ${python} has no pyarrow; Parquet import is not built (run scripts/install-deps.sh)")
+    return()
+  endif()
+  string(REPLACE "\n" ";" out "${out}")
+  list(GET out 0 include_dir)
+  list(GET out 1 lib_dir)
+  list(GET out 2 version)
+  # 26.0.1 -> libarrow.so.2600 (major * 100 + minor).
+  string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _ "${version}")
+  math(EXPR so_version "${CMAKE_MATCH_1} * 100 + ${CMAKE_MATCH_2}")
+  foreach(lib arrow parquet)
+    set(path "${lib_dir}/lib${lib}.so.${so_version}")
+    if(NOT EXISTS "${path}")
+      message(STATUS "topspin: pyarrow ${version} has no ${path}; Parquet import is not built")
+      return()
+    endif()
+    add_library(topspin_lib${lib} SHARED IMPORTED GLOBAL)
+    set_target_properties(topspin_lib${lib} PROPERTIES
+      IMPORTED_LOCATION "${path}"
+      INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${include_dir}"
+      INTERFACE_INCLUDE_DIRECTORIES "${include_dir}")
+  endforeach()
+  set_property(TARGET topspin_libparquet PROPERTY INTERFACE_LINK_LIBRARIES topspin_libarrow)
+  message(STATUS "topspin: Arrow C++ ${version} from the pyarrow wheel (${lib_dir}); building Parquet import")
+  set(TOPSPIN_HAVE_PARQUET ON PARENT_SCOPE)
+  set(TOPSPIN_ARROW_LIB_DIR "${lib_dir}" PARENT_SCOPE)
+endfunction()

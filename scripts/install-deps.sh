@@ -29,9 +29,11 @@ nvcc_pins=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.
 # gpt2:DIR tokenizer against Hugging Face's (tests/bpe_vs_hf.py), and
 # GPT-2 import/export against transformers (tests/gpt2_transformers_test.py),
 # pinned to the versions those tests were written against.
-test_pips=(tensorboard tokenizers==0.23.3 transformers==5.24.0 safetensors==0.8.0)
+# pyarrow: its wheel ships the Arrow C++ headers and libraries Parquet import
+# (src/parquet/) builds against.
+test_pips=(tensorboard tokenizers==0.23.3 transformers==5.24.0 safetensors==0.8.0 pyarrow==26.0.1)
 # Peers measured by `topspin bench` in the same run, on the same torch.
-bench_pips=(numpy pandas scipy==1.17.1 xgboost==3.2.0 lightgbm==4.7.0 pyarrow==26.0.1)
+bench_pips=(numpy pandas scipy==1.17.1 xgboost==3.2.0 lightgbm==4.7.0)
 
 # Build toolchain and libraries. The torch wheel ships the c10d headers but
 # not the Gloo headers ProcessGroupGloo.hpp includes: libgloo-dev has them.

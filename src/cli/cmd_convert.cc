@@ -1,4 +1,4 @@
-// topspin convert INPUT...: raw files (csv, jsonl, letor, text) -> a
+// topspin convert INPUT...: raw files (csv, jsonl, letor, parquet, text) -> a
 // dataset directory of shards plus manifest.json, with a progress line over
 // input bytes and a summary at the end.
 #include <cctype>
@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -36,7 +38,25 @@ struct ConvertArgs {
   std::string on_error = "fail";
   bool sort_groups = false;
   std::string tokenizer = "bytes";
+  std::string part;  // "K/N"
 };
+
+// "K/N" -> (K, N); Error kUsage for anything else (SelectShare checks K < N).
+std::pair<uint32_t, uint32_t> ParsePart(const std::string& text) {
+  const size_t slash = text.find('/');
+  uint32_t k = 0, n = 0;
+  const auto number = [](std::string_view s, uint32_t* out) {
+    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+    return ec == std::errc() && ptr == s.data() + s.size() && !s.empty();
+  };
+  if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), &k) ||
+      !number(std::string_view(text).substr(slash + 1), &n)) {
+    throw Error(ErrorKind::kUsage, fmt::format("--part {}: expected K/N", text),
+                ErrorWhere{.field = "--part"},
+                "e.g. --part 0/4 converts the first of four shares of the inputs");
+  }
+  return {k, n};
+}
 
 // "128MiB", "64M", "1G", "4096": K, M, G, T (alone or with B or iB) are
 // powers of 1024. Error kUsage for anything else.
@@ -70,12 +90,17 @@ uint64_t ParseByteSize(const std::string& text, const char* flag) {
 }
 
 // "name:type,name:type" -> column types (ParseDType names and aliases).
-std::map<std::string, DType> ParseColumnTypes(const std::string& text) {
+// With `projection` (parquet) a bare name is allowed too: every name, typed
+// or not, is appended to *projection in order.
+std::map<std::string, DType> ParseColumnTypes(const std::string& text,
+                                              std::vector<std::string>* projection = nullptr) {
   std::map<std::string, DType> types;
   if (text.empty()) return types;
   for (const std::string& item : Split(text, ',')) {
     const size_t colon = item.rfind(':');
-    const std::string name(Trim(item.substr(0, colon == std::string::npos ? 0 : colon)));
+    const std::string name(Trim(item.substr(0, colon == std::string::npos ? item.size() : colon)));
+    if (projection != nullptr && !name.empty()) projection->push_back(name);
+    if (colon == std::string::npos && projection != nullptr && !name.empty()) continue;
     if (colon == std::string::npos || name.empty()) {
       throw Error(ErrorKind::kUsage, fmt::format("--columns \"{}\": expected NAME:TYPE", item),
                   ErrorWhere{.field = "--columns"},
@@ -92,9 +117,10 @@ std::string FormatFor(const ConvertArgs& args) {
   const std::string ext = fs::path(args.inputs.front()).extension().string();
   if (ext == ".csv") return "csv";
   if (ext == ".jsonl" || ext == ".ndjson") return "jsonl";
+  if (ext == ".parquet" || fs::is_directory(args.inputs.front())) return "parquet";
   throw Error(ErrorKind::kUsage,
               fmt::format("cannot tell the format of {} from its name", args.inputs.front()),
-              ErrorWhere{.field = "--format"}, "pass --format csv|jsonl|letor|text");
+              ErrorWhere{.field = "--format"}, "pass --format csv|jsonl|letor|parquet|text");
 }
 
 ImportOptions ImportOptionsFrom(const ConvertArgs& args) {
@@ -108,9 +134,11 @@ ImportOptions ImportOptionsFrom(const ConvertArgs& args) {
     if (o.label_column.empty()) o.label_column = "label";
     if (o.group_column.empty()) o.group_column = "qid";
   }
-  o.column_types = ParseColumnTypes(args.columns);
+  o.column_types =
+      ParseColumnTypes(args.columns, o.format == "parquet" ? &o.columns : nullptr);
   o.on_error = args.on_error == "skip" ? OnError::kSkip : OnError::kFail;
   o.tokenizer = args.tokenizer;
+  if (!args.part.empty()) std::tie(o.part, o.parts) = ParsePart(args.part);
   return o;
 }
 
@@ -172,13 +200,16 @@ void RunConvert(const ConvertArgs& args) {
 void RegisterConvert(CLI::App& app) {
   static ConvertArgs args;
   auto* cmd = app.add_subcommand(
-      "convert", "Import csv, jsonl, letor or text files into a dataset directory (shards)");
-  cmd->add_option("INPUT", args.inputs, "input files, imported in order")
+      "convert", "Import csv, jsonl, letor, parquet or text files into a dataset directory (shards)");
+  cmd->add_option("INPUT", args.inputs,
+                  "input files, imported in order (parquet: also directories, read recursively "
+                  "in sorted order, key=value/ folders becoming columns)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   cmd->add_option("--format", args.format,
-                  "csv | jsonl | letor | text (default: from the first input's extension)")
-      ->check(CLI::IsMember({"csv", "jsonl", "letor", "text"}));
+                  "csv | jsonl | letor | parquet | text (default: from the first input's "
+                  "extension; a directory is parquet)")
+      ->check(CLI::IsMember({"csv", "jsonl", "letor", "parquet", "text"}));
   cmd->add_option("--out", args.out, "the dataset directory to create (must not exist)")
       ->required();
   cmd->add_option("--label", args.label, "the label column");
@@ -186,7 +217,8 @@ void RegisterConvert(CLI::App& app) {
   cmd->add_option("--columns", args.columns,
                   "column types overriding inference: name:type,... (float32, float64, int32, "
                   "int64, uint8, bool, string); inferred numbers with a fraction become float32 "
-                  "unless given as float64");
+                  "unless given as float64. parquet: the columns to read, in order, each "
+                  "optionally :type (name,name:type,...)");
   cmd->add_option("--threads", args.threads, "parser and compression threads (0: one per core)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
@@ -206,6 +238,10 @@ void RegisterConvert(CLI::App& app) {
                 "regroup rows whose groups are not contiguous (holds all rows in memory)");
   cmd->add_option("--tokenizer", args.tokenizer, "text: bytes | sentencepiece:MODEL | gpt2:DIR")
       ->capture_default_str();
+  cmd->add_option("--part", args.part,
+                  "K/N: convert share K of N of the input files (contiguous, whole files) as a "
+                  "part; `topspin dataset merge` joins the N parts into one dataset")
+      ->type_name("K/N");
   cmd->callback([] { RunConvert(args); });
 }
 

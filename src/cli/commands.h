@@ -17,6 +17,8 @@ void RegisterDemoGpt(CLI::App& demo);
 void RegisterGen(CLI::App& app);
 void RegisterConvert(CLI::App& app);
 void RegisterInspect(CLI::App& app);
+// `topspin dataset merge` (cmd_dataset.cc).
+void RegisterDataset(CLI::App& app);
 void RegisterTokenizer(CLI::App& app);
 void RegisterPipeline(CLI::App& app);
 void RegisterTrain(CLI::App& app);

@@ -15,6 +15,9 @@
 #include "topspin/core/error.h"
 #include "topspin/core/log.h"
 #include "topspin/core/strings.h"
+#ifdef TOPSPIN_HAVE_PARQUET
+#include "topspin/parquet/parquet_import.h"
+#endif
 
 namespace {
 
@@ -59,12 +62,16 @@ int main(int argc, char** argv) {
          "console log level (default info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
+#ifdef TOPSPIN_HAVE_PARQUET
+  RegisterParquetImport();
+#endif
   cli::RegisterVersion(app);
   cli::RegisterConfig(app);
   cli::RegisterDemo(app);
   cli::RegisterGen(app);
   cli::RegisterConvert(app);
   cli::RegisterInspect(app);
+  cli::RegisterDataset(app);
   cli::RegisterTokenizer(app);
   cli::RegisterPipeline(app);
   cli::RegisterTrain(app);

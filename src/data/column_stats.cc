@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
 
 #include "topspin/core/error.h"
 #include "topspin/core/hash.h"
@@ -57,7 +60,8 @@ void OfferSample(std::vector<SampleItem>& heap, const SampleItem& item) {
 
 ColumnStatsBuilder::ColumnStatsBuilder(uint64_t seed) : seed_(seed) {}
 
-void ColumnStatsBuilder::Add(const Column& column, uint64_t first_row) {
+template <typename RowId>
+void ColumnStatsBuilder::AddRows(const Column& column, RowId&& row_id) {
   count_ += column.size();
   for (size_t r = 0; r < column.size(); ++r) {
     const double value = RowValue(column, r);
@@ -66,9 +70,21 @@ void ColumnStatsBuilder::Add(const Column& column, uint64_t first_row) {
     } else if (std::isinf(value)) {
       ++infinite_;
     } else {
-      AddValue(value, first_row + r);
+      AddValue(value, row_id(r));
     }
   }
+}
+
+void ColumnStatsBuilder::Add(const Column& column, uint64_t first_row) {
+  AddRows(column, [first_row](size_t r) { return first_row + r; });
+}
+
+void ColumnStatsBuilder::Add(const Column& column, std::span<const uint64_t> row_ids) {
+  if (row_ids.size() != column.size()) {
+    throw InternalError(fmt::format("ColumnStatsBuilder::Add: {} row ids for {} rows",
+                                    row_ids.size(), column.size()));
+  }
+  AddRows(column, [row_ids](size_t r) { return row_ids[r]; });
 }
 
 void ColumnStatsBuilder::AddValue(double value, uint64_t row) {
@@ -80,7 +96,7 @@ void ColumnStatsBuilder::AddValue(double value, uint64_t row) {
   min_ = values_ == 1 ? value : std::min(min_, value);
   max_ = values_ == 1 ? value : std::max(max_, value);
 
-  // The sample key hashes the global row index, so which values are kept
+  // The sample key hashes the row id, so which values are kept
   // does not depend on how rows were split across builders.
   OfferSample(sample_, {SampleKey(row, seed_), value});
 }
@@ -132,6 +148,85 @@ ColumnStats ColumnStatsBuilder::Finish() const {
   stats.quantiles.front() = min_;
   stats.quantiles.back() = max_;
   return stats;
+}
+
+namespace {
+
+constexpr char kStateMagic[8] = {'T', 'S', 'S', 'T', 'A', 'T', 'S', '1'};
+
+template <typename T>
+void Put(std::string& out, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));  // little-endian hosts only (docs/FORMAT.md)
+  out.append(bytes, sizeof(T));
+}
+
+// Reads the state Serialize wrote; every read is bounds-checked.
+class StateReader {
+ public:
+  StateReader(std::string_view bytes, const std::string& source)
+      : bytes_(bytes), source_(source) {}
+  template <typename T>
+  T Get(const char* field) {
+    if (bytes_.size() - pos_ < sizeof(T)) Fail(field, "is cut short");
+    T value;
+    std::memcpy(&value, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return value;
+  }
+  [[noreturn]] void Fail(const char* field, const char* what) const {
+    throw DataError(fmt::format("column statistics state: {} {}", field, what),
+                    ErrorWhere{.file = source_, .field = field, .byte_offset = int64_t(pos_)},
+                    "the part was not written by this topspin, or is damaged: convert it again");
+  }
+  size_t left() const { return bytes_.size() - pos_; }
+
+ private:
+  std::string_view bytes_;
+  const std::string& source_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string ColumnStatsBuilder::Serialize() const {
+  std::string out(kStateMagic, sizeof(kStateMagic));
+  for (uint64_t v : {seed_, count_, nulls_, infinite_, values_, uint64_t(sample_.size())}) Put(out, v);
+  for (double v : {min_, max_, mean_, m2_}) Put(out, v);
+  for (const auto& [key, value] : sample_) {
+    Put(out, key);
+    Put(out, value);
+  }
+  return out;
+}
+
+ColumnStatsBuilder ColumnStatsBuilder::Deserialize(std::string_view bytes,
+                                                   const std::string& source) {
+  StateReader in(bytes, source);
+  for (char c : kStateMagic) {
+    if (in.Get<char>("magic") != c) in.Fail("magic", "is not TSSTATS1");
+  }
+  ColumnStatsBuilder b(in.Get<uint64_t>("seed"));
+  b.count_ = in.Get<uint64_t>("count");
+  b.nulls_ = in.Get<uint64_t>("nulls");
+  b.infinite_ = in.Get<uint64_t>("infinite");
+  b.values_ = in.Get<uint64_t>("values");
+  const uint64_t sample = in.Get<uint64_t>("sample size");
+  b.min_ = in.Get<double>("min");
+  b.max_ = in.Get<double>("max");
+  b.mean_ = in.Get<double>("mean");
+  b.m2_ = in.Get<double>("m2");
+  if (sample > kSampleSize || sample > b.values_ || in.left() != sample * 16 ||
+      b.nulls_ + b.infinite_ + b.values_ != b.count_) {
+    in.Fail("sample", "does not match the counts");
+  }
+  b.sample_.reserve(sample);
+  for (uint64_t i = 0; i < sample; ++i) {
+    const uint64_t key = in.Get<uint64_t>("sample key");
+    b.sample_.emplace_back(key, in.Get<double>("sample value"));
+  }
+  if (!std::is_heap(b.sample_.begin(), b.sample_.end())) in.Fail("sample", "is not a heap");
+  return b;
 }
 
 }  // namespace topspin

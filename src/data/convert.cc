@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "data/dataset_part.h"
 #include "data/field_parse.h"
 #include "data/importers.h"
 #include "topspin/core/error.h"
@@ -18,9 +20,6 @@
 
 namespace topspin {
 namespace {
-
-// A group value: null, an int64 or a string.
-using GroupKey = std::variant<std::monostate, int64_t, std::string>;
 
 struct GroupKeyHash {
   size_t operator()(const GroupKey& key) const { return std::hash<GroupKey>()(key); }
@@ -63,31 +62,74 @@ ErrorWhere WhereFromLocation(const std::string& location) {
   return ErrorWhere{.file = location};
 }
 
-// Checks that groups arrive contiguously, one chunk at a time.
+// The file name of input `input` of the importer.
+std::string InputName(const Importer& importer, size_t input) {
+  const auto& inputs = importer.share().inputs;
+  return input < inputs.size() ? inputs[input].string() : fmt::format("input {}", input);
+}
+
+// Checks that groups arrive contiguously, one chunk at a time, and
+// remembers each group's input (for a part's part-groups.bin). With
+// `whole_inputs` (Parquet) a group must also stay inside one input file.
 class GroupContiguity {
  public:
+  GroupContiguity(std::string column, bool whole_inputs)
+      : column_(std::move(column)), whole_inputs_(whole_inputs) {}
+
   // Throws Error kData at the first row of `chunk` whose group appeared
-  // before, then ended.
+  // before, then ended (or, with whole_inputs, began in another input).
   void Check(const Column& column, const Importer& importer) {
+    const auto input = static_cast<uint32_t>(importer.chunk_input());
     for (size_t row = 0; row < column.size(); ++row) {
-      if (current_ && KeyEquals(*current_, column, row)) continue;
+      if (current_ && KeyEquals(*current_, column, row)) {
+        if (whole_inputs_ && input != current_input_) Split(*current_, current_input_, importer, row);
+        continue;
+      }
       GroupKey key = KeyAt(column, row);
-      if (!seen_.insert(key).second) {
+      const auto [it, added] = seen_.try_emplace(key, input);
+      if (!added) {
+        if (it->second != input) Split(key, it->second, importer, row);
         throw DataError(
             fmt::format("group {} of column \"{}\" appeared earlier and reappears here after other "
                         "groups; the rows of a group must be contiguous",
-                        DescribeKey(key), column.name()),
+                        DescribeKey(key), column_),
             WhereFromLocation(importer.RowLocation(row)),
             "pass --sort-groups to regroup the rows (holds all rows in memory), or sort the input "
             "by the group column");
       }
       current_ = std::move(key);
+      current_input_ = input;
     }
   }
 
+  std::vector<PartGroup> Groups() const {
+    std::vector<PartGroup> groups;
+    groups.reserve(seen_.size());
+    for (const auto& [key, input] : seen_) groups.push_back(PartGroup{key, input});
+    return groups;
+  }
+
  private:
+  [[noreturn]] void Split(const GroupKey& key, uint32_t earlier, const Importer& importer,
+                          size_t row) const {
+    throw DataError(
+        fmt::format("group {} of column \"{}\" has rows in two input files, {} and {}; the rows "
+                    "of a group must be in one file",
+                    DescribeKey(key), column_, InputName(importer, earlier),
+                    InputName(importer, importer.chunk_input())),
+        WhereFromLocation(importer.RowLocation(row)),
+        fmt::format("write the data partitioned by the group key (Spark: "
+                    "df.repartition(N, \"{0}\").sortWithinPartitions(\"{0}\"), as "
+                    "scripts/spark/convert.py does), or pass --sort-groups to regroup the rows in "
+                    "memory",
+                    column_));
+  }
+
+  std::string column_;
+  bool whole_inputs_;
   std::optional<GroupKey> current_;
-  std::unordered_set<GroupKey, GroupKeyHash> seen_;
+  uint32_t current_input_ = 0;
+  std::unordered_map<GroupKey, uint32_t, GroupKeyHash> seen_;  // key -> input of its first row
 };
 
 // Holds every chunk, then hands the rows out with groups in order of first
@@ -96,19 +138,23 @@ class GroupSorter {
  public:
   explicit GroupSorter(size_t group_column) : group_column_(group_column) {}
 
-  void Add(Table chunk) {
+  void Add(Table chunk, std::vector<uint64_t> ids, uint32_t input) {
     const Column& column = chunk.columns[group_column_];
     for (size_t row = 0; row < column.size(); ++row) {
       const auto [it, added] = ordinals_.try_emplace(KeyAt(column, row), ordinals_.size());
+      if (added) group_inputs_.push_back(input);
       rows_.push_back(
           Row{static_cast<uint32_t>(chunks_.size()), static_cast<uint32_t>(row), it->second});
     }
     chunks_.push_back(std::move(chunk));
+    ids_.push_back(std::move(ids));
   }
 
-  // Calls emit(table) with up to `chunk_rows` rows at a time, in group order.
+  // Calls emit(table, row ids, input of its first group's first row) with
+  // up to `chunk_rows` rows at a time, in group order; a table never mixes
+  // groups that began in different inputs.
   void Emit(const std::vector<ColumnSpec>& schema, size_t chunk_rows,
-            const std::function<void(const Table&)>& emit) {
+            const std::function<void(const Table&, std::span<const uint64_t>, uint32_t)>& emit) {
     std::vector<size_t> start(ordinals_.size() + 1, 0);
     for (const Row& r : rows_) ++start[r.ordinal + 1];
     for (size_t g = 1; g < start.size(); ++g) start[g] += start[g - 1];
@@ -116,14 +162,28 @@ class GroupSorter {
     for (const Row& r : rows_) sorted[start[r.ordinal]++] = r;
     rows_.clear();
     Table out = Table::Empty(schema);
+    std::vector<uint64_t> ids;
+    uint32_t input = 0;
+    const auto flush = [&] {
+      if (out.rows() > 0) emit(out, ids, input);
+      out = Table::Empty(schema);
+      ids.clear();
+    };
     for (const Row& r : sorted) {
+      const uint32_t row_input = group_inputs_[r.ordinal];
+      if (out.rows() == chunk_rows || (out.rows() > 0 && row_input != input)) flush();
+      input = row_input;
       out.AppendRow(chunks_[r.chunk], r.row);
-      if (out.rows() == chunk_rows) {
-        emit(out);
-        out = Table::Empty(schema);
-      }
+      const auto& chunk_ids = ids_[r.chunk];
+      if (!chunk_ids.empty()) ids.push_back(chunk_ids[r.row]);
     }
-    if (out.rows() > 0) emit(out);
+    flush();
+  }
+
+  std::vector<PartGroup> Groups() const {
+    std::vector<PartGroup> groups(ordinals_.size());
+    for (const auto& [key, ordinal] : ordinals_) groups[ordinal] = PartGroup{key, group_inputs_[ordinal]};
+    return groups;
   }
 
  private:
@@ -133,8 +193,10 @@ class GroupSorter {
   };
   size_t group_column_;
   std::vector<Table> chunks_;
+  std::vector<std::vector<uint64_t>> ids_;  // per chunk (empty: no stable ids)
   std::vector<Row> rows_;
   std::unordered_map<GroupKey, size_t, GroupKeyHash> ordinals_;
+  std::vector<uint32_t> group_inputs_;  // by ordinal: the input of the group's first row
 };
 
 // The index of `name` in `schema`; Error kConfig listing the columns when
@@ -189,23 +251,45 @@ Manifest Convert(const std::vector<std::filesystem::path>& inputs, const ImportO
   const auto report = [&] {
     if (progress) progress(importer->bytes_read(), importer->bytes_total());
   };
-  GroupContiguity contiguity;
+  const bool breaks = importer->breaks_at_inputs();
+  std::vector<uint64_t> rows_per_input(importer->share().inputs.size(), 0);
+  std::optional<uint32_t> last_input;
+  // Rows of different inputs never share a row group (a part's row groups
+  // are then those of the whole convert).
+  const auto append = [&](const Table& rows, std::span<const uint64_t> ids, uint32_t input) {
+    if (breaks && last_input && *last_input != input) out.BreakRowGroup();
+    last_input = input;
+    out.Append(rows, ids);
+  };
+  GroupContiguity contiguity(options.group_column, options.format == "parquet");
   std::optional<GroupSorter> sorter;
   if (group && sort_groups) sorter.emplace(*group);
   Table chunk;
+  std::vector<uint64_t> ids;
   while (importer->Next(&chunk)) {
+    importer->ChunkRowIds(&ids);
+    const auto input = static_cast<uint32_t>(importer->chunk_input());
+    if (input < rows_per_input.size()) rows_per_input[input] += chunk.rows();
     if (sorter) {
-      sorter->Add(std::move(chunk));
+      sorter->Add(std::move(chunk), std::move(ids), input);
+      ids = {};
     } else {
       if (group) contiguity.Check(chunk.columns[*group], *importer);
-      out.Append(chunk);
+      append(chunk, ids, input);
     }
     report();
   }
-  if (sorter) sorter->Emit(schema, options.chunk_rows, [&](const Table& t) { out.Append(t); });
+  if (sorter) sorter->Emit(schema, options.chunk_rows, append);
   if (skipped != nullptr) *skipped = importer->skipped();
   report();
-  return out.Commit();
+  if (options.parts == 0) return out.Commit();
+  // A part: the files `topspin dataset merge` needs.
+  const std::vector<PartGroup> groups =
+      !group ? std::vector<PartGroup>{} : sorter ? sorter->Groups() : contiguity.Groups();
+  return out.Commit([&](const std::filesystem::path& dir, const Manifest&,
+                        const std::vector<ColumnStatsBuilder>& stats) {
+    WritePartFiles(dir, importer->share(), rows_per_input, stats, groups);
+  });
 }
 
 }  // namespace topspin

@@ -85,7 +85,7 @@ ShardEntry WriteShard(const ShardJob& job, const std::atomic<bool>& cancelled) {
 
 ColumnStatsBuilder ColumnStatsOf(const ShardJob& job, size_t column) {
   ColumnStatsBuilder builder;
-  for (const auto& group : job.row_groups) builder.Add(group.rows.columns[column], group.first_row);
+  for (const auto& group : job.row_groups) builder.Add(group.rows.columns[column], group.row_ids);
   return builder;
 }
 
@@ -268,7 +268,7 @@ DatasetWriter::DatasetWriter(DatasetWriterOptions options)
 
 DatasetWriter::~DatasetWriter() = default;
 
-void DatasetWriter::Append(const Table& rows) {
+void DatasetWriter::Append(const Table& rows, std::span<const uint64_t> row_ids) {
   Impl& s = *impl_;
   s.CheckUsable("Append");
   if (rows.schema() != s.options.schema) {
@@ -280,9 +280,13 @@ void DatasetWriter::Append(const Table& rows) {
                                       c.name(), c.size(), rows.rows()));
     }
   }
+  if (!row_ids.empty() && row_ids.size() != rows.rows()) {
+    throw InternalError(fmt::format("DatasetWriter::Append: {} row ids for {} rows",
+                                    row_ids.size(), rows.rows()));
+  }
   try {
     std::vector<ClosedRowGroup> closed;
-    s.assembler.Append(rows, closed);
+    s.assembler.Append(rows, row_ids, closed);
     for (auto& group : closed) s.AddRowGroup(std::move(group));
   } catch (...) {
     s.failed = true;
@@ -290,11 +294,16 @@ void DatasetWriter::Append(const Table& rows) {
   }
 }
 
+void DatasetWriter::BreakRowGroup() {
+  impl_->CheckUsable("BreakRowGroup");
+  impl_->assembler.BreakAtNextGroup();
+}
+
 uint64_t DatasetWriter::rows_appended() const {
   return impl_->assembler.rows();
 }
 
-Manifest DatasetWriter::Commit() {
+Manifest DatasetWriter::Commit(const CommitHook& hook) {
   Impl& s = *impl_;
   s.CheckUsable("Commit");
   try {
@@ -304,6 +313,7 @@ Manifest DatasetWriter::Commit() {
     const Manifest manifest = s.BuildManifest();
     const std::string text = manifest.ToJson();
     SelfCheck(text);
+    if (hook) hook(s.dir.path(), manifest, s.stats);
     WriteFileAtomic(s.dir.path() / kManifestFile, text);
     s.dir.Commit();
     s.committed = true;

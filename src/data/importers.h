@@ -29,6 +29,14 @@ std::unique_ptr<Importer> OpenLetorImporter(const std::vector<std::filesystem::p
 std::unique_ptr<Importer> OpenTextImporter(const std::vector<std::filesystem::path>& inputs,
                                            const ImportOptions& options);
 
+// The parquet importer lives in its own module (src/parquet/, linked only
+// into the CLI and its tests, so that nothing else loads libarrow); it
+// registers its opener here. The opener applies options.part itself (after
+// expanding directories) and sets the importer's share.
+using ImporterOpener = std::unique_ptr<Importer> (*)(const std::vector<std::filesystem::path>&,
+                                                     const ImportOptions&, const ImportTuning&);
+void RegisterParquetImporter(ImporterOpener opener);
+
 // OpenImporter with explicit tuning (convert passes its --threads here).
 std::unique_ptr<Importer> OpenImporter(const std::vector<std::filesystem::path>& inputs,
                                        const ImportOptions& options, const ImportTuning& tuning);

@@ -259,6 +259,7 @@ bool RangeImporter::Next(Table* chunk) {
     for (size_t c = 0; c < out.size(); ++c) out[c].AppendRows(front.rows.columns[c], begin, end);
   }
   chunk_origins_.reserve(end - begin);
+  chunk_file_ = front.file;
   for (size_t r = begin; r < end; ++r) {
     chunk_origins_.push_back(RowOrigin{front.file, front.rows.lines[r]});
   }
@@ -270,6 +271,15 @@ bool RangeImporter::Next(Table* chunk) {
   chunk->columns.clear();
   for (auto& buffer : out) chunk->columns.push_back(buffer.Build());
   return true;
+}
+
+void RangeImporter::ChunkRowIds(std::vector<uint64_t>* ids) const {
+  ids->clear();
+  ids->reserve(chunk_origins_.size());
+  for (const RowOrigin& origin : chunk_origins_) {
+    ids->push_back(ImportRowId(share().first_input + origin.file,
+                               static_cast<uint64_t>(origin.line)));
+  }
 }
 
 std::string RangeImporter::RowLocation(size_t row) const {

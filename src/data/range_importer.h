@@ -148,6 +148,9 @@ class RangeImporter final : public Importer {
   uint64_t bytes_total() const override { return bytes_total_; }
   std::string RowLocation(size_t row) const override;
   const SkipReport& skipped() const override { return skipped_; }
+  size_t chunk_input() const override { return chunk_file_; }
+  void ChunkRowIds(std::vector<uint64_t>* ids) const override;
+  bool breaks_at_inputs() const override { return true; }
 
  private:
   struct RowOrigin {
@@ -175,6 +178,7 @@ class RangeImporter final : public Importer {
   std::deque<Parsed> ready_;
   size_t ready_row_ = 0;  // first unused row of ready_.front()
   std::vector<RowOrigin> chunk_origins_;
+  size_t chunk_file_ = 0;  // the input of the last chunk
   SkipReport skipped_;
   uint64_t bytes_read_ = 0;
   uint64_t bytes_total_ = 0;

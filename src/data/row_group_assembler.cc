@@ -62,17 +62,22 @@ ClosedRowGroup RowGroupAssembler::TakePending() {
   ClosedRowGroup out{.rows = std::exchange(pending_, Table::Empty(schema_)),
                      .first_row = pending_first_row_,
                      .groups = std::exchange(pending_groups_, 0),
-                     .raw_bytes = 0};
+                     .raw_bytes = 0,
+                     .row_ids = std::exchange(pending_ids_, {})};
   out.raw_bytes = RawBytes(out.rows);
   pending_first_row_ = rows_;
   return out;
 }
 
-void RowGroupAssembler::Append(const Table& rows, std::vector<ClosedRowGroup>& closed) {
+void RowGroupAssembler::Append(const Table& rows, std::span<const uint64_t> row_ids,
+                               std::vector<ClosedRowGroup>& closed) {
   const Column* group = group_column_ >= 0 ? &rows.columns[group_column_] : nullptr;
   for (size_t r = 0; r < rows.rows(); ++r) {
     const bool starts_group = group == nullptr || StartsGroup(*group, r);
-    if (pending_.rows() >= target_rows_ && starts_group) closed.push_back(TakePending());
+    if (starts_group && pending_.rows() > 0 && (pending_.rows() >= target_rows_ || break_pending_))
+      closed.push_back(TakePending());
+    if (starts_group) break_pending_ = false;
+    pending_ids_.push_back(row_ids.empty() ? rows_ : row_ids[r]);
     if (group != nullptr && starts_group) {
       EndGroup();
       RememberGroup(*group, r);

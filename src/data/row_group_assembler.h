@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct ClosedRowGroup {
   uint64_t first_row = 0;  // global index of rows' row 0
   uint64_t groups = 0;     // groups starting in this row group (0 without a group column)
   uint64_t raw_bytes = 0;  // RawBytes(rows)
+  std::vector<uint64_t> row_ids;  // the statistics sample's key input per row
 };
 
 // Bytes of the uncompressed column buffers (validity, offsets, values).
@@ -33,8 +35,13 @@ class RowGroupAssembler {
   RowGroupAssembler(const std::vector<ColumnSpec>& schema, int group_column, uint64_t target_rows);
 
   // Appends `rows` (same schema) and moves every row group they complete
-  // to the end of `closed`, in order.
-  void Append(const Table& rows, std::vector<ClosedRowGroup>& closed);
+  // to the end of `closed`, in order. `row_ids` has one id per row, or is
+  // empty: then each row's id is its global index.
+  void Append(const Table& rows, std::span<const uint64_t> row_ids,
+              std::vector<ClosedRowGroup>& closed);
+  // The pending row group closes at the next group start (the next row
+  // without a group column), whatever its size.
+  void BreakAtNextGroup() { break_pending_ = true; }
   // Closes the pending row group (nullopt when empty) and the last group.
   std::optional<ClosedRowGroup> Finish();
 
@@ -55,6 +62,8 @@ class RowGroupAssembler {
   Table pending_;
   uint64_t pending_first_row_ = 0;
   uint64_t pending_groups_ = 0;
+  std::vector<uint64_t> pending_ids_;
+  bool break_pending_ = false;
   uint64_t rows_ = 0;
 
   // The current group: its key and length so far.

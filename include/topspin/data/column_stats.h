@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "topspin/data/column.h"
@@ -29,8 +32,9 @@ struct ColumnStats {
 // Accumulates ColumnStats over any number of chunks. Merge() combines
 // builders filled from disjoint parts (threads, shards); the result does
 // not depend on how rows were split across builders as long as the
-// (row index -> value) pairs are the same: the sample keeps the values with
-// the smallest keyed hash of their global row index.
+// (row id -> value) pairs are the same: the sample keeps the values with
+// the smallest keyed hash of their row id (the global row index, or for
+// imported rows their input and position, topspin/data/importer.h).
 class ColumnStatsBuilder {
  public:
   static constexpr size_t kSampleSize = 16384;
@@ -38,10 +42,22 @@ class ColumnStatsBuilder {
   explicit ColumnStatsBuilder(uint64_t seed = 0);
   // first_row: the global index of column row 0 (for the sample keys).
   void Add(const Column& column, uint64_t first_row);
+  // row_ids[r]: the sample key's input for row r (one per row; an
+  // importer's ImportRowId, or the row's global index).
+  void Add(const Column& column, std::span<const uint64_t> row_ids);
   void Merge(const ColumnStatsBuilder& other);
   ColumnStats Finish() const;
 
+  // The whole state (counts, moments, sample) as bytes, and back, so that
+  // builders of separate processes merge exactly (`topspin dataset merge`).
+  // Deserialize throws Error kData naming `source` for bytes it did not
+  // write.
+  std::string Serialize() const;
+  static ColumnStatsBuilder Deserialize(std::string_view bytes, const std::string& source);
+
  private:
+  template <typename RowId>
+  void AddRows(const Column& column, RowId&& row_id);
   void AddValue(double value, uint64_t row);
 
   uint64_t seed_;

@@ -15,7 +15,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,11 +47,22 @@ class DatasetWriter {
   DatasetWriter(const DatasetWriter&) = delete;
   DatasetWriter& operator=(const DatasetWriter&) = delete;
 
-  // rows.schema() must equal options.schema. Not thread-safe.
-  void Append(const Table& rows);
+  // rows.schema() must equal options.schema. Not thread-safe. `row_ids`:
+  // one id per row, keying the statistics sample (ColumnStatsBuilder), or
+  // empty: each row's id is then its index in the dataset.
+  void Append(const Table& rows, std::span<const uint64_t> row_ids = {});
+  // The row group being filled closes at the next group start (at the next
+  // row without a group column), however few rows it has: Convert calls it
+  // where one input file ends and the next begins.
+  void BreakRowGroup();
   uint64_t rows_appended() const;
+  // Called by Commit with the directory being written (before its rename),
+  // the manifest and the per-column statistics builders (schema order), to
+  // add files of its own (a convert part's part.json).
+  using CommitHook = std::function<void(const std::filesystem::path& dir, const Manifest& manifest,
+                                        const std::vector<ColumnStatsBuilder>& stats)>;
   // Flushes, writes manifest.json, renames to `out`; returns the manifest.
-  Manifest Commit();
+  Manifest Commit(const CommitHook& hook = {});
 
  private:
   struct Impl;
