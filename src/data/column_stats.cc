@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "data/byte_io.h"
 #include "topspin/core/error.h"
 #include "topspin/core/hash.h"
 
@@ -154,58 +155,23 @@ namespace {
 
 constexpr char kStateMagic[8] = {'T', 'S', 'S', 'T', 'A', 'T', 'S', '1'};
 
-template <typename T>
-void Put(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));  // little-endian hosts only (docs/FORMAT.md)
-  out.append(bytes, sizeof(T));
-}
-
-// Reads the state Serialize wrote; every read is bounds-checked.
-class StateReader {
- public:
-  StateReader(std::string_view bytes, const std::string& source)
-      : bytes_(bytes), source_(source) {}
-  template <typename T>
-  T Get(const char* field) {
-    if (bytes_.size() - pos_ < sizeof(T)) Fail(field, "is cut short");
-    T value;
-    std::memcpy(&value, bytes_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return value;
-  }
-  [[noreturn]] void Fail(const char* field, const char* what) const {
-    throw DataError(fmt::format("column statistics state: {} {}", field, what),
-                    ErrorWhere{.file = source_, .field = field, .byte_offset = int64_t(pos_)},
-                    "the part was not written by this topspin, or is damaged: convert it again");
-  }
-  size_t left() const { return bytes_.size() - pos_; }
-
- private:
-  std::string_view bytes_;
-  const std::string& source_;
-  size_t pos_ = 0;
-};
-
 }  // namespace
 
 std::string ColumnStatsBuilder::Serialize() const {
   std::string out(kStateMagic, sizeof(kStateMagic));
-  for (uint64_t v : {seed_, count_, nulls_, infinite_, values_, uint64_t(sample_.size())}) Put(out, v);
-  for (double v : {min_, max_, mean_, m2_}) Put(out, v);
+  for (uint64_t v : {seed_, count_, nulls_, infinite_, values_, uint64_t(sample_.size())}) PutBytes(out, v);
+  for (double v : {min_, max_, mean_, m2_}) PutBytes(out, v);
   for (const auto& [key, value] : sample_) {
-    Put(out, key);
-    Put(out, value);
+    PutBytes(out, key);
+    PutBytes(out, value);
   }
   return out;
 }
 
 ColumnStatsBuilder ColumnStatsBuilder::Deserialize(std::string_view bytes,
                                                    const std::string& source) {
-  StateReader in(bytes, source);
-  for (char c : kStateMagic) {
-    if (in.Get<char>("magic") != c) in.Fail("magic", "is not TSSTATS1");
-  }
+  ByteCursor in(bytes, source, "column statistics state: ");
+  in.Magic(kStateMagic, "is not TSSTATS1");
   ColumnStatsBuilder b(in.Get<uint64_t>("seed"));
   b.count_ = in.Get<uint64_t>("count");
   b.nulls_ = in.Get<uint64_t>("nulls");

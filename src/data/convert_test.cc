@@ -7,6 +7,7 @@
 
 #include "core/test_util.h"
 #include "data/import_test_util.h"
+#include "data/merge_test_util.h"
 
 namespace topspin {
 namespace {
@@ -29,19 +30,6 @@ DatasetWriterOptions WriterTo(const std::filesystem::path& out) {
   w.out = out;
   w.threads = 2;
   return w;
-}
-
-Table ReadDataset(const std::filesystem::path& dir) {
-  DatasetReader reader(dir);
-  Table all = Table::Empty(reader.manifest().schema);
-  for (size_t s = 0; s < reader.num_shards(); ++s) {
-    const ShardReader& shard = reader.shard(s);
-    for (size_t g = 0; g < shard.num_row_groups(); ++g) {
-      const Table rows = shard.ReadRowGroup(g);
-      for (size_t r = 0; r < rows.rows(); ++r) all.AppendRow(rows, r);
-    }
-  }
-  return all;
 }
 
 constexpr std::string_view kInterleaved =
@@ -76,7 +64,7 @@ TEST(Convert, SortGroupsOrdersGroupsByFirstAppearanceStably) {
   EXPECT_EQ(m.group_stats.groups, 3u);
   EXPECT_EQ(m.label_column, "label");
   EXPECT_EQ(m.group_column, "qid");
-  const Table t = ReadDataset(dir / "out");
+  const Table t = testing::ReadAllRows(dir / "out");
   const auto qid = t.Find("qid")->Values<int64_t>();
   const auto x = t.Find("x")->Values<int64_t>();
   EXPECT_EQ(std::vector<int64_t>(qid.begin(), qid.end()), (std::vector<int64_t>{1, 1, 1, 2, 2, 3}));

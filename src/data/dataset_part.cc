@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "data/byte_io.h"
 #include "topspin/build_info.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
@@ -29,64 +30,23 @@ using Json = nlohmann::ordered_json;
 constexpr char kGroupsMagic[8] = {'T', 'S', 'G', 'R', 'O', 'U', 'P', '1'};
 constexpr char kStatsMagic[8] = {'T', 'S', 'P', 'S', 'T', 'A', 'T', '1'};
 
-template <typename T>
-void Put(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out.append(bytes, sizeof(T));
-}
-
-// Bounds-checked reads of a part file; errors name the file and offset.
-class Bytes {
- public:
-  Bytes(std::string text, std::string source) : text_(std::move(text)), source_(std::move(source)) {}
-  template <typename T>
-  T Get(const char* field) {
-    if (text_.size() - pos_ < sizeof(T)) Fail(field, "is cut short");
-    T value;
-    std::memcpy(&value, text_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return value;
-  }
-  std::string_view Take(size_t n, const char* field) {
-    if (text_.size() - pos_ < n) Fail(field, "is cut short");
-    std::string_view out(text_.data() + pos_, n);
-    pos_ += n;
-    return out;
-  }
-  void Magic(const char (&magic)[8]) {
-    if (Take(8, "magic") != std::string_view(magic, 8)) Fail("magic", "is wrong");
-  }
-  bool done() const { return pos_ == text_.size(); }
-  [[noreturn]] void Fail(const char* field, const char* what) const {
-    throw DataError(fmt::format("{} {}", field, what),
-                    ErrorWhere{.file = source_, .field = field, .byte_offset = int64_t(pos_)},
-                    "the part is damaged or was not written by this topspin: convert it again");
-  }
-
- private:
-  std::string text_;
-  std::string source_;
-  size_t pos_ = 0;
-};
-
 std::string EncodeGroups(const std::vector<PartGroup>& groups) {
   std::string out(kGroupsMagic, sizeof(kGroupsMagic));
-  Put<uint64_t>(out, groups.size());
+  PutBytes<uint64_t>(out, groups.size());
   for (const PartGroup& g : groups) {
-    Put<uint32_t>(out, g.input);
-    Put<uint8_t>(out, static_cast<uint8_t>(g.key.index()));
-    if (const auto* i = std::get_if<int64_t>(&g.key)) Put(out, *i);
+    PutBytes<uint32_t>(out, g.input);
+    PutBytes<uint8_t>(out, static_cast<uint8_t>(g.key.index()));
+    if (const auto* i = std::get_if<int64_t>(&g.key)) PutBytes(out, *i);
     if (const auto* s = std::get_if<std::string>(&g.key)) {
-      Put<uint64_t>(out, s->size());
+      PutBytes<uint64_t>(out, s->size());
       out += *s;
     }
   }
   return out;
 }
 
-std::vector<PartGroup> DecodeGroups(Bytes in) {
-  in.Magic(kGroupsMagic);
+std::vector<PartGroup> DecodeGroups(ByteCursor in) {
+  in.Magic(kGroupsMagic, "is wrong");
   const auto count = in.Get<uint64_t>("group count");
   std::vector<PartGroup> groups;
   for (uint64_t g = 0; g < count; ++g) {
@@ -103,30 +63,30 @@ std::vector<PartGroup> DecodeGroups(Bytes in) {
     }
     groups.push_back(std::move(group));
   }
-  if (!in.done()) in.Fail("groups", "have trailing bytes");
+  if (in.left() != 0) in.Fail("groups", "have trailing bytes");
   return groups;
 }
 
 std::string EncodeStats(const std::vector<ColumnStatsBuilder>& stats) {
   std::string out(kStatsMagic, sizeof(kStatsMagic));
-  Put<uint64_t>(out, stats.size());
+  PutBytes<uint64_t>(out, stats.size());
   for (const auto& builder : stats) {
     const std::string state = builder.Serialize();
-    Put<uint64_t>(out, state.size());
+    PutBytes<uint64_t>(out, state.size());
     out += state;
   }
   return out;
 }
 
-std::vector<ColumnStatsBuilder> DecodeStats(Bytes in, const std::string& source) {
-  in.Magic(kStatsMagic);
+std::vector<ColumnStatsBuilder> DecodeStats(ByteCursor in, const std::string& source) {
+  in.Magic(kStatsMagic, "is wrong");
   const auto count = in.Get<uint64_t>("column count");
   std::vector<ColumnStatsBuilder> stats;
   for (uint64_t c = 0; c < count; ++c) {
     const auto size = in.Get<uint64_t>("state size");
     stats.push_back(ColumnStatsBuilder::Deserialize(in.Take(size, "state"), source));
   }
-  if (!in.done()) in.Fail("statistics", "have trailing bytes");
+  if (in.left() != 0) in.Fail("statistics", "have trailing bytes");
   return stats;
 }
 
@@ -147,7 +107,7 @@ struct Part {
 };
 
 // The bytes of `dir`/`name`, checked against the SHA-256 part.json records.
-Bytes ReadChecked(const std::filesystem::path& dir, const char* name, const Json& json,
+std::string ReadChecked(const std::filesystem::path& dir, const char* name, const Json& json,
                   const char* key) {
   const std::filesystem::path path = dir / name;
   if (!std::filesystem::exists(path)) {
@@ -160,7 +120,7 @@ Bytes ReadChecked(const std::filesystem::path& dir, const char* name, const Json
     throw DataError(fmt::format("{} does not match the SHA-256 in {}", name, kPartFile),
                     ErrorWhere{.file = path.string()}, "the part is damaged: convert it again");
   }
-  return Bytes(std::move(text), path.string());
+  return text;
 }
 
 Part LoadPart(const std::filesystem::path& dir) {
@@ -187,9 +147,11 @@ Part LoadPart(const std::filesystem::path& dir) {
     throw DataError(fmt::format("{} is not a valid part description: {}", kPartFile, e.what()),
                     ErrorWhere{.file = info.string()}, "convert the part again");
   }
-  p.stats = DecodeStats(ReadChecked(dir, kPartStatsFile, json, "stats_sha256"),
+  const std::string stats = ReadChecked(dir, kPartStatsFile, json, "stats_sha256");
+  const std::string groups = ReadChecked(dir, kPartGroupsFile, json, "groups_sha256");
+  p.stats = DecodeStats(ByteCursor(stats, (dir / kPartStatsFile).string()),
                         (dir / kPartStatsFile).string());
-  p.groups = DecodeGroups(ReadChecked(dir, kPartGroupsFile, json, "groups_sha256"));
+  p.groups = DecodeGroups(ByteCursor(groups, (dir / kPartGroupsFile).string()));
   if (p.stats.size() != p.manifest.schema.size()) {
     throw DataError(fmt::format("{} holds {} columns' statistics; the manifest has {} columns",
                                 kPartStatsFile, p.stats.size(), p.manifest.schema.size()),

@@ -53,12 +53,7 @@ ImportOptions Csv() {
 }
 
 DatasetWriterOptions SmallShards(const std::filesystem::path& out) {
-  DatasetWriterOptions w;
-  w.out = out;
-  w.threads = 2;
-  w.row_group_rows = 40;
-  w.shard_bytes = 3000;
-  return w;
+  return testing::SmallShards(out, 40, 3000);
 }
 
 TEST(SelectShare, CutsTheInputListIntoContiguousRuns) {

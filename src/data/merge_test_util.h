@@ -70,6 +70,18 @@ inline void ExpectSameDataset(const std::filesystem::path& single,
   ExpectSameTable(ReadAllRows(single), ReadAllRows(merged));
 }
 
+// Writer options with small row groups and shards, so that a few hundred
+// rows make many of both.
+inline DatasetWriterOptions SmallShards(const std::filesystem::path& out, uint64_t row_group_rows,
+                                        uint64_t shard_bytes) {
+  DatasetWriterOptions w;
+  w.out = out;
+  w.threads = 2;
+  w.row_group_rows = row_group_rows;
+  w.shard_bytes = shard_bytes;
+  return w;
+}
+
 // Converts `inputs` as `parts` parts under `dir`/part-K and merges them
 // into `dir`/merged; returns the merged directory.
 inline std::filesystem::path ConvertInParts(const std::vector<std::filesystem::path>& inputs,

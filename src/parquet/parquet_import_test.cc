@@ -185,12 +185,7 @@ ImportOptions Ranking() {
 }
 
 DatasetWriterOptions SmallShards(const std::filesystem::path& out) {
-  DatasetWriterOptions w;
-  w.out = out;
-  w.threads = 2;
-  w.row_group_rows = 16;
-  w.shard_bytes = 2000;
-  return w;
+  return testing::SmallShards(out, 16, 2000);
 }
 
 TEST_F(Parquet, AGroupInTwoFilesNamesBothUnlessSorted) {
