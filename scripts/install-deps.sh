@@ -30,8 +30,10 @@ nvcc_pins=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.
 # GPT-2 import/export against transformers (tests/gpt2_transformers_test.py),
 # pinned to the versions those tests were written against.
 # pyarrow: its wheel ships the Arrow C++ headers and libraries Parquet import
-# (src/parquet/) builds against.
-test_pips=(tensorboard tokenizers==0.23.3 transformers==5.24.0 safetensors==0.8.0 pyarrow==26.0.1)
+# (src/parquet/) builds against. pyspark: scripts/spark/convert.py and its
+# local-mode test (tests/spark_convert_test.sh), on Java 17 from Debian.
+test_pips=(tensorboard tokenizers==0.23.3 transformers==5.24.0 safetensors==0.8.0 pyarrow==26.0.1
+           pyspark==4.3.0)
 # Peers measured by `topspin bench` in the same run, on the same torch.
 bench_pips=(numpy pandas scipy==1.17.1 xgboost==3.2.0 lightgbm==4.7.0)
 
@@ -47,6 +49,7 @@ build_packages=(
   iproute2  # tests/cli_test.sh: the two-host test in network namespaces
   procps  # tests/cli_test.sh: pgrep, to check that no rank is left behind
   chromium-headless-shell  # tests/report_chromium_test.sh: `topspin report`'s page in a browser
+  openjdk-17-jre-headless  # pyspark's JVM: scripts/spark/convert.py and tests/spark_convert_test.sh
 )
 # Developer tools.
 dev_packages=(clang-format clang-tidy)

@@ -99,6 +99,13 @@ expect 0 "rows" -- "$bin" inspect "$tmp/ds"
 expect 0 "" -- "$bin" inspect "$tmp/ds" --verify
 expect 2 "exists" -- "$bin" convert "$csv" --format csv --out "$tmp/ds"
 expect 2 "csvv not in" -- "$bin" convert "$csv" --format csvv --out "$tmp/ds2"
+# dataset diff: 0 when the same data, 1 with the differences listed, 2 on a user error.
+expect 0 "" -- "$bin" convert "$csv" --format csv --label label --group qid --out "$tmp/ds-again" --threads 1
+expect 0 "hold the same data \([0-9]+ rows, row by row\)" -- "$bin" dataset diff "$tmp/ds" "$tmp/ds-again"
+head -n -5 "$csv" > "$tmp/fewer.csv"
+expect 0 "" -- "$bin" convert "$tmp/fewer.csv" --label label --group qid --out "$tmp/ds-fewer"
+expect 1 "[0-9]+ rows vs [0-9]+" -- "$bin" dataset diff "$tmp/ds" "$tmp/ds-fewer"
+expect 2 "Directory does not exist" -- "$bin" dataset diff "$tmp/ds" "$tmp/nope"
 # Infinite values are valid floats: counted, left out of the statistics.
 printf 'qid,label,f1\n1,1,-inf\n1,0,inf\n1,0,1\n' > "$tmp/inf.csv"
 expect 0 "" -- "$bin" convert "$tmp/inf.csv" --label label --group qid --out "$tmp/inf"
@@ -591,6 +598,9 @@ expect 2 "\"lots\" is not a size" -- "$bin" plan cluster --data lots
 printf '{"workload": "convert", "setup": "", "rows": [{"case": "csv -> shards, 2 threads", "ours": 40.0}]}' > "$tmp/conv.json"
 expect 0 "time from 20.0 MB/s per core \(measured" -- "$bin" plan cluster --data 1GB --from-bench "$tmp/conv.json"
 expect 2 "not a .topspin bench convert --json. file" -- "$bin" plan cluster --data 1GB --from-bench "$tmp/runs.csv"
+# With the Spark path's row, that is the rate (it is the job the plan sizes).
+printf '{"workload": "convert", "rows": [{"case": "csv -> shards, 2 threads", "ours": 40.0}, {"case": "spark local[2] csv -> dataset, per core", "ours": 5.5}]}' > "$tmp/conv-spark.json"
+expect 0 "time from 5.5 MB/s per core \(measured.*row .spark local\[2\]" -- "$bin" plan cluster --data 1GB --from-bench "$tmp/conv-spark.json"
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -46,6 +46,7 @@ struct DataBenchOptions {
   int threads = 2;
   int repeats = 3;
   int zstd_level = 3;
+  bool spark = true;  // convert: also scripts/spark/convert.py in local mode
 };
 
 // Decoded bytes/s per thread reading projected columns with checksum
@@ -53,8 +54,9 @@ struct DataBenchOptions {
 // chunks and memcpy of the decoded bytes.
 BenchTable RunReadBench(const DataBenchOptions& options);
 
-// CSV -> shards MB/s against pandas.read_csv + numpy.save of the same file
-// (PeerPython() with pandas).
+// CSV and Parquet -> shards MB/s against pandas/pyarrow readers + numpy.save
+// of the same file (bench/peers/convert_pyarrow.py, checked against our
+// statistics), and scripts/spark/convert.py's MB/s per core in local mode.
 BenchTable RunConvertBench(const DataBenchOptions& options);
 
 struct PipelineBenchOptions {

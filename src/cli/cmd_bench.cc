@@ -99,8 +99,13 @@ void RegisterBench(CLI::App& app) {
       "read", "Shard reads (decompress, verify, decode) vs the zstd and memcpy limits");
   add_data_options(read);
   read->callback([] { Report(RunReadBench(data), args); });
-  auto* convert = bench->add_subcommand("convert", "CSV -> shards vs pandas.read_csv + numpy.save");
+  auto* convert = bench->add_subcommand(
+      "convert",
+      "CSV and Parquet -> shards vs pandas/pyarrow + numpy.save; the Spark path's MB/s per core");
   add_data_options(convert);
+  convert->add_flag("--spark,!--no-spark", data.spark,
+                    "run scripts/spark/convert.py in local mode (pyspark, Java 17)")
+      ->capture_default_str();
   convert->callback([] { Report(RunConvertBench(data), args); });
 
   static PipelineBenchOptions pipe;

@@ -32,9 +32,11 @@ struct ClusterArgs {
   bool json = false;
 };
 
-// MB/s per core from `topspin bench convert --json FILE`: the "csv ->
-// shards, N threads" row's MB/s over its N threads.
-double CoreRateFromBench(const std::string& file) {
+// MB/s per core from `topspin bench convert --json FILE`: the Spark path's
+// row ("spark local[N] csv -> dataset, per core": the job this plan sizes)
+// when the bench ran it, else the "csv -> shards, N threads" row's MB/s
+// over its N threads. `row` says which.
+double CoreRateFromBench(const std::string& file, std::string* row) {
   const auto fail = [&](const std::string& why) {
     return DataError(fmt::format("not a `topspin bench convert --json` file: {}", why),
                      ErrorWhere{.file = file, .field = "rows"},
@@ -47,12 +49,19 @@ double CoreRateFromBench(const std::string& file) {
     throw fail(e.what());
   }
   if (doc.value("workload", "") != "convert" || !doc.contains("rows")) throw fail("no convert rows");
-  for (const auto& row : doc["rows"]) {
-    const std::string name = row.value("case", "");
+  for (const auto& r : doc["rows"]) {
+    const std::string name = r.value("case", "");
+    if (name.starts_with("spark local[") && r.value("ours", 0.0) > 0) {
+      *row = name;
+      return r.value("ours", 0.0);
+    }
+  }
+  for (const auto& r : doc["rows"]) {
+    const std::string name = r.value("case", "");
     int threads = 0;
-    if (name.starts_with("csv -> shards") &&
-        std::sscanf(name.c_str(), "csv -> shards, %d threads", &threads) == 1 && threads > 0) {
-      return row.value("ours", 0.0) / threads;
+    if (std::sscanf(name.c_str(), "csv -> shards, %d threads", &threads) == 1 && threads > 0) {
+      *row = name;
+      return r.value("ours", 0.0) / threads;
     }
   }
   throw fail("no \"csv -> shards, N threads\" row");
@@ -72,8 +81,9 @@ void RunCluster(const ClusterArgs& a) {
     in.core_bytes_per_s = a.core_mbps * 1e6;
     in.rate_source = "given (--core-rate)";
   } else if (!a.from_bench.empty()) {
-    in.core_bytes_per_s = CoreRateFromBench(a.from_bench) * 1e6;
-    in.rate_source = fmt::format("measured: topspin bench convert, {}", a.from_bench);
+    std::string row;
+    in.core_bytes_per_s = CoreRateFromBench(a.from_bench, &row) * 1e6;
+    in.rate_source = fmt::format("measured: topspin bench convert, {}, row \"{}\"", a.from_bench, row);
   } else {
     in.rate_source =
         "topspin bench convert on the reference 2-core VM, docs/BENCHMARKS.md; measure yours and "
