@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "topspin/core/files.h"
@@ -46,22 +51,11 @@ std::array<uint32_t, 64> MessageSchedule(const uint8_t* block) {
   return w;
 }
 
-}  // namespace
-
-Sha256::Sha256() {
-  Reset();
-}
-
-void Sha256::Reset() {
-  state_ = kInitialState;
-  buffered_ = 0;
-  total_bytes_ = 0;
-}
-
-void Sha256::CompressBlock(const uint8_t* block) {
+// One block by the portable code (section 6.2.2, steps 2-4).
+void CompressPortable(std::array<uint32_t, 8>& state, const uint8_t* block) {
   const std::array<uint32_t, 64> w = MessageSchedule(block);
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
+  uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+  uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
   for (int t = 0; t < 64; ++t) {
     const uint32_t s1 = Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25);
     const uint32_t ch = (e & f) ^ (~e & g);
@@ -78,14 +72,101 @@ void Sha256::CompressBlock(const uint8_t* block) {
     b = a;
     a = t1 + t2;
   }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
+  const uint32_t out[8] = {a, b, c, d, e, f, g, h};
+  for (int i = 0; i < 8; ++i) state[i] += out[i];
+}
+
+#if defined(__x86_64__)
+bool DetectShaExtensions() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const bool sse41 = (ecx & bit_SSE4_1) != 0, ssse3 = (ecx & bit_SSSE3) != 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return sse41 && ssse3 && (ebx & bit_SHA) != 0;
+}
+
+// `count` blocks with the SHA extensions. The state lives in two registers
+// as the instructions want it: {a, b, e, f} and {c, d, g, h} (each listed
+// from the top lane down). Every sha256rnds2 does two rounds; the message
+// schedule W[t..t+3] for t >= 16 comes from sha256msg1 (the sigma0 terms),
+// W[t-7..t-4] and sha256msg2 (the sigma1 terms), four words at a time.
+__attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(std::array<uint32_t, 8>& state,
+                                                               const uint8_t* blocks,
+                                                               size_t count) {
+  // Byte swap of each 32-bit word: the message is big-endian.
+  const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  __m128i abcd = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[0]));
+  __m128i efgh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[4]));
+  abcd = _mm_shuffle_epi32(abcd, 0xB1);         // lanes b a d c
+  efgh = _mm_shuffle_epi32(efgh, 0x1B);         // lanes h g f e
+  __m128i abef = _mm_alignr_epi8(abcd, efgh, 8);  // lanes f e b a
+  __m128i cdgh = _mm_blend_epi16(efgh, abcd, 0xF0);  // lanes h g d c
+  for (size_t n = 0; n < count; ++n, blocks += 64) {
+    const __m128i saved_abef = abef, saved_cdgh = cdgh;
+    __m128i w[4];  // W of the last four groups of four rounds, ring-indexed
+    for (int i = 0; i < 16; ++i) {
+      __m128i words;
+      if (i < 4) {
+        words = _mm_shuffle_epi8(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * i)), swap);
+      } else {
+        const __m128i& w16 = w[i % 4];  // W[t-16..t-13]
+        const __m128i& w12 = w[(i + 1) % 4];
+        const __m128i& w8 = w[(i + 2) % 4];
+        const __m128i& w4 = w[(i + 3) % 4];  // W[t-4..t-1]
+        words = _mm_sha256msg1_epu32(w16, w12);
+        words = _mm_add_epi32(words, _mm_alignr_epi8(w4, w8, 4));  // + W[t-7..t-4]
+        words = _mm_sha256msg2_epu32(words, w4);
+      }
+      w[i % 4] = words;
+      __m128i wk = _mm_add_epi32(
+          words, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kRoundConstants[4 * i])));
+      // Rounds 4i and 4i+1 leave the new {a, b, e, f} in `cdgh`, whose old
+      // {a, b, e, f} is the new {c, d, g, h}; rounds 4i+2 and 4i+3 swap the
+      // roles back, so after each four the names are right again.
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+      wk = _mm_shuffle_epi32(wk, 0x0E);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, wk);
+    }
+    abef = _mm_add_epi32(abef, saved_abef);
+    cdgh = _mm_add_epi32(cdgh, saved_cdgh);
+  }
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);  // lanes a b e f
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);  // lanes g h c d
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[0]), _mm_blend_epi16(feba, dchg, 0xF0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[4]), _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+}  // namespace
+
+bool Sha256::HasHardware() {
+#if defined(__x86_64__)
+  static const bool has = DetectShaExtensions();
+  return has;
+#else
+  return false;
+#endif
+}
+
+Sha256::Sha256(bool portable) : hardware_(!portable && HasHardware()) {
+  Reset();
+}
+
+void Sha256::Reset() {
+  state_ = kInitialState;
+  buffered_ = 0;
+  total_bytes_ = 0;
+}
+
+void Sha256::CompressBlocks(const uint8_t* blocks, size_t count) {
+#if defined(__x86_64__)
+  if (hardware_) {
+    CompressShaNi(state_, blocks, count);
+    return;
+  }
+#endif
+  for (size_t n = 0; n < count; ++n) CompressPortable(state_, blocks + 64 * n);
 }
 
 void Sha256::Update(const void* data, size_t size) {
@@ -98,10 +179,12 @@ void Sha256::Update(const void* data, size_t size) {
     p += take;
     size -= take;
     if (buffered_ < buffer_.size()) return;
-    CompressBlock(buffer_.data());
+    CompressBlocks(buffer_.data(), 1);
     buffered_ = 0;
   }
-  for (; size >= 64; p += 64, size -= 64) CompressBlock(p);
+  CompressBlocks(p, size / 64);
+  p += size / 64 * 64;
+  size %= 64;
   if (size > 0) std::memcpy(buffer_.data(), p, size);
   buffered_ = size;
 }

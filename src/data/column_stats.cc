@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -43,18 +44,40 @@ uint64_t SampleKey(uint64_t row, uint64_t seed) {
   return Xxh3(bytes, sizeof(bytes), seed);
 }
 
-// Keeps `heap` a max-heap of the kSampleSize smallest items offered. Keys of
+// The sample is the kSampleSize smallest (key, value) items offered. Keys of
 // distinct rows collide with probability ~2^-64; ordering by (key, value)
 // keeps even that case deterministic.
-void OfferSample(std::vector<SampleItem>& heap, const SampleItem& item) {
-  if (heap.size() < ColumnStatsBuilder::kSampleSize) {
-    heap.push_back(item);
-    std::push_heap(heap.begin(), heap.end());
-  } else if (item < heap.front()) {
-    std::pop_heap(heap.begin(), heap.end());
-    heap.back() = item;
-    std::push_heap(heap.begin(), heap.end());
+//
+// `sample` holds candidates: every item that may still be among the
+// smallest. Once it has kSampleSize items, its front is a threshold: the
+// largest of the kSampleSize smallest seen when it was set, so an item not
+// below it can never be in the sample. Candidates accumulate up to twice
+// the size; then nth_element keeps the smallest half and the threshold
+// tightens. That is amortised O(1) per offered item, where a heap pays
+// O(log kSampleSize) per kept one (and most early items are kept).
+constexpr size_t kSampleSize = ColumnStatsBuilder::kSampleSize;
+
+// Cuts `sample` to its kSampleSize smallest, the largest of them in front.
+void CompactSample(std::vector<SampleItem>& sample) {
+  if (sample.size() > kSampleSize) {
+    std::nth_element(sample.begin(), sample.begin() + (kSampleSize - 1), sample.end());
+    sample.resize(kSampleSize);
   }
+  std::iter_swap(sample.begin(), std::max_element(sample.begin(), sample.end()));
+}
+
+void OfferSample(std::vector<SampleItem>& sample, const SampleItem& item) {
+  if (sample.size() >= kSampleSize && !(item < sample.front())) return;
+  sample.push_back(item);
+  if (sample.size() == kSampleSize || sample.size() == 2 * kSampleSize) CompactSample(sample);
+}
+
+// The sample proper: the kSampleSize smallest candidates, largest first
+// (which is also a valid max-heap, the order Serialize has always written).
+std::vector<SampleItem> SampleOf(std::vector<SampleItem> candidates) {
+  if (candidates.size() > kSampleSize) CompactSample(candidates);
+  std::sort(candidates.begin(), candidates.end(), std::greater<>());
+  return candidates;
 }
 
 }  // namespace
@@ -138,8 +161,8 @@ ColumnStats ColumnStatsBuilder::Finish() const {
   stats.mean = mean_;
   stats.std = std::sqrt(std::max(0.0, m2_ / static_cast<double>(values_)));
   std::vector<double> sorted;
-  sorted.reserve(sample_.size());
-  for (const auto& [key, value] : sample_) sorted.push_back(value);
+  sorted.reserve(kSampleSize);
+  for (const auto& [key, value] : SampleOf(sample_)) sorted.push_back(value);
   std::sort(sorted.begin(), sorted.end());
   stats.quantiles.resize(kQuantileEdges);
   for (int i = 0; i < kQuantileEdges; ++i) {
@@ -159,9 +182,10 @@ constexpr char kStateMagic[8] = {'T', 'S', 'S', 'T', 'A', 'T', 'S', '1'};
 
 std::string ColumnStatsBuilder::Serialize() const {
   std::string out(kStateMagic, sizeof(kStateMagic));
-  for (uint64_t v : {seed_, count_, nulls_, infinite_, values_, uint64_t(sample_.size())}) PutBytes(out, v);
+  const std::vector<SampleItem> sample = SampleOf(sample_);
+  for (uint64_t v : {seed_, count_, nulls_, infinite_, values_, uint64_t(sample.size())}) PutBytes(out, v);
   for (double v : {min_, max_, mean_, m2_}) PutBytes(out, v);
-  for (const auto& [key, value] : sample_) {
+  for (const auto& [key, value] : sample) {
     PutBytes(out, key);
     PutBytes(out, value);
   }
@@ -191,6 +215,7 @@ ColumnStatsBuilder ColumnStatsBuilder::Deserialize(std::string_view bytes,
     const uint64_t key = in.Get<uint64_t>("sample key");
     b.sample_.emplace_back(key, in.Get<double>("sample value"));
   }
+  // Written largest first (a max-heap): the front is the threshold OfferSample expects.
   if (!std::is_heap(b.sample_.begin(), b.sample_.end())) in.Fail("sample", "is not a heap");
   return b;
 }

@@ -9,6 +9,7 @@
 
 #include "topspin/core/hash.h"
 #include "topspin/core/rng.h"
+#include "topspin/core/sha256.h"
 #include "topspin/perf/bench_table.h"
 
 namespace topspin {
@@ -40,6 +41,14 @@ BenchTable RunCoreBench(size_t bytes, int repeats) {
            [&] { return Crc32c(src.data(), bytes); });
   add_hash("crc32c (portable)", [&] { return Crc32cPortable(src.data(), bytes); });
   add_hash("xxh3-64", [&] { return Xxh3(src.data(), bytes); });
+  const auto sha256 = [&](bool portable) {
+    Sha256 sha(portable);
+    sha.Update(src.data(), bytes);
+    return static_cast<uint8_t>(sha.HexDigest()[0]);
+  };
+  add_hash(Sha256::HasHardware() ? "sha256 (sha extensions)" : "sha256 (no sha extensions)",
+           [&] { return sha256(false); });
+  add_hash("sha256 (portable)", [&] { return sha256(true); });
 
   const size_t draws = bytes / 8;
   const double philox_s = BestSeconds(repeats, [&] {
