@@ -62,6 +62,9 @@ def parse_args(argv):
     p.add_argument("--columns",
                    help="`topspin convert --columns` on the staged Parquet: the columns to keep, "
                         "in order, each optionally :TYPE")
+    p.add_argument("--schema",
+                   help="CSV/JSON: the columns as a Spark DDL string ('qid BIGINT, label FLOAT, "
+                        "...'), which skips Spark's pass over the input to infer them")
     p.add_argument("--float64", action="store_true",
                    help="keep CSV/JSON fractions as float64 (default float32, as topspin convert)")
     p.add_argument("--partitions", type=int,
@@ -195,9 +198,10 @@ def json_key_order(spark, args, columns, rows=10000):
 def read_input(spark, args):
     reader = spark.read
     if args.format == "csv":
-        frame = reader.csv(args.inputs, header=True, inferSchema=True, mode="FAILFAST")
+        frame = reader.csv(args.inputs, header=True, inferSchema=args.schema is None,
+                           schema=args.schema, mode="FAILFAST")
     elif args.format == "jsonl":
-        frame = reader.json(args.inputs, mode="FAILFAST")
+        frame = reader.json(args.inputs, schema=args.schema, mode="FAILFAST")
         frame = frame.select(*[f"`{c}`" for c in json_key_order(spark, args, frame.columns)])
     else:
         frame = reader.parquet(*args.inputs)
@@ -304,9 +308,12 @@ def main(argv):
         print(f"spark/convert.py: {data_bytes / 1e6:.1f} MB in {partitions} partitions on "
               f"{cores} cores ({spark.sparkContext.master})", flush=True)
 
-        frame = read_input(spark, args)
+        times["plan_s"] = time.perf_counter() - start
+        t = time.perf_counter()
+        frame = read_input(spark, args)  # CSV: one pass to infer the schema
         if args.format != "parquet":
             frame = topspin_types(frame, args.float64)
+        times["read_schema_s"] = time.perf_counter() - t
         t = time.perf_counter()
         files = stage_parquet(frame, args, partitions, work / "staged")
         times["stage_parquet_s"] = time.perf_counter() - t

@@ -63,7 +63,7 @@ class ColumnStatsBuilder {
   uint64_t seed_;
   uint64_t count_ = 0, nulls_ = 0, infinite_ = 0, values_ = 0;
   double min_ = 0, max_ = 0, mean_ = 0, m2_ = 0;  // Welford / Chan et al. merge
-  std::vector<std::pair<uint64_t, double>> sample_;  // (key, value), a bounded heap
+  std::vector<std::pair<uint64_t, double>> sample_;  // (key, value) candidates, < 2 x kSampleSize
 };
 
 }  // namespace topspin
