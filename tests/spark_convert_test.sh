@@ -7,7 +7,7 @@
 #   - it holds the raw input's groups, each with the same rows in the same
 #     order, as a single-process convert of the raw file (dataset diff
 #     --by-group), while row by row it differs (Spark did move the groups).
-# About 35 s on 2 cores, most of it two JVM start-ups.
+# About 30 s on 2 cores alone (45 s beside other tests), most of it two JVM start-ups.
 # Usage: spark_convert_test.sh PATH/TO/topspin SOURCE_DIR [PYTHON]
 set -euo pipefail
 bin=$1
