@@ -120,6 +120,12 @@ make_links() {
   while read -r link target; do ln -sfn "$target" "$link"; done < <(cuda_links)
 }
 
+# pyspark's driver binds to "localhost" (scripts/spark/convert.py and its
+# test); a bare container or chroot may have no /etc/hosts to resolve it.
+localhost_missing() { ! getent hosts localhost >/dev/null 2>&1; }
+hosts=()
+localhost_missing && hosts=("127.0.0.1 localhost")
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -133,7 +139,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   mapfile -t links < <(links_missing)
 fi
 
-if [ ${#missing[@]} -eq 0 ] && [ ${#pips[@]} -eq 0 ] && [ ${#links[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ ${#pips[@]} -eq 0 ] && [ ${#links[@]} -eq 0 ] && [ ${#hosts[@]} -eq 0 ]; then
   [ $check_only -eq 1 ] || echo "install-deps.sh: all ${#packages[@]} packages and the venv ($venv) are in place"
   exit 0
 fi
@@ -141,19 +147,28 @@ if [ $check_only -eq 1 ]; then
   [ ${#missing[@]} -eq 0 ] || echo "install-deps.sh: missing Debian packages: ${missing[*]}" >&2
   [ ${#pips[@]} -eq 0 ] || echo "install-deps.sh: missing in $venv: ${pips[*]}" >&2
   [ ${#links[@]} -eq 0 ] || echo "install-deps.sh: missing CUDA links: ${links[*]}" >&2
+  [ ${#hosts[@]} -eq 0 ] || echo "install-deps.sh: \"localhost\" does not resolve (no /etc/hosts entry)" >&2
   exit 1
 fi
 
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo_cmd=()
+sudo_cmd=()
+if [ ${#missing[@]} -gt 0 ] || [ ${#hosts[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then
       sudo_cmd=(sudo)
     else
-      echo "install-deps.sh: need root or sudo to install: ${missing[*]}" >&2
+      echo "install-deps.sh: need root or sudo to install: ${missing[*]} ${hosts[*]}" >&2
       exit 1
     fi
   fi
+fi
+
+if [ ${#hosts[@]} -gt 0 ]; then
+  echo "install-deps.sh: \"localhost\" does not resolve; adding '${hosts[0]}' to /etc/hosts"
+  echo "${hosts[0]}" | "${sudo_cmd[@]}" tee -a /etc/hosts >/dev/null
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps.sh: installing ${#missing[@]} Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -q

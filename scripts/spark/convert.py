@@ -292,6 +292,13 @@ def main(argv):
     import warnings
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
     from pyspark.sql import SparkSession
+    local = "PYSPARK_GATEWAY_PORT" not in os.environ and (args.master or "local").startswith("local")
+    if local:
+        # Local mode talks to itself only: bind to loopback, so that a host
+        # whose name does not resolve (a fresh container, a chroot) still
+        # starts Spark instead of failing in InetAddress.getLocalHost.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
     builder = SparkSession.builder.appName("topspin convert")
     if args.master:  # else spark-submit's --master, or local[*] under plain python
         builder = builder.master(args.master)
