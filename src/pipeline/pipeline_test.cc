@@ -312,7 +312,7 @@ TEST(Pipeline, BatchesEqualTheChainsOnTheRawRowsWhateverTheCachedWidths) {
       "sales_7d: impute(0, flag)", "review_count: impute(max, flag) | log1p",
       "rating_count: impute(min, flag)", "delivery_days: impute(mean, flag)",
       "seller_rating: impute(mean, flag)", "return_rate: impute(0, flag)",
-      "discount: impute(mean, flag)", "photos_count: impute(0, flag)"};
+      "discount: impute(mean, flag)", "ctr: impute(0, flag)"};
   for (const uint64_t slots : {uint64_t{1} << 20, uint64_t{1} << 40}) {
     SCOPED_TRACE(fmt::format("hash slots {}", slots));
     const std::vector<std::string> sparse = {fmt::format("brand: hash({})", slots),
@@ -370,14 +370,17 @@ TEST(Pipeline, BatchesEqualTheChainsOnTheRawRowsWhateverTheCachedWidths) {
     const bool wide = std::any_of(want_sparse.begin(), want_sparse.end(),
                                   [](int64_t v) { return v > std::numeric_limits<int32_t>::max(); });
     EXPECT_EQ(wide, slots > (uint64_t{1} << 31));
-    std::set<size_t> flagged;  // flag columns with a missing value: the bits are exercised
-    for (size_t col = 0, k = 0; k < dense_chains.size(); col += dense_chains[k++].width()) {
+    // Flags with a missing value, by flag index: bits in both flag bytes are exercised.
+    std::set<size_t> flagged;
+    for (size_t col = 0, k = 0, flag = 0; k < dense_chains.size(); col += dense_chains[k++].width()) {
       if (dense_chains[k].width() != 2) continue;
       for (size_t i = col + 1; i < want_dense.size(); i += f) {
-        if (want_dense[i] != 0) flagged.insert(k);
+        if (want_dense[i] != 0) flagged.insert(flag);
       }
+      ++flag;
     }
     EXPECT_GE(flagged.size(), 2u);
+    EXPECT_GE(*flagged.rbegin(), 8u);
   }
 }
 

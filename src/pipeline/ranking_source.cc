@@ -172,14 +172,16 @@ class RankingSource final : public Source {
                       ErrorWhere{.file = shard.path().string(), .field = group_},
                       "the shard changed while reading: restart the run");
     }
-    // The chains write blocks of rows in the batch layout into this
-    // worker's scratch (reused, small enough to stay in cache), and each
-    // block is packed into the unit.
-    constexpr size_t kBlockRows = 512;
-    thread_local std::vector<float> dense;
+    // The chains write each block of rows straight into the unit's compact
+    // layout: values row-major, missing flags as one byte per row and 8
+    // flags (a plane, in this worker's reused scratch), then packed into
+    // each row's flag bytes. Blocks are small enough that the rows being
+    // written stay in L1.
+    constexpr size_t kBlockRows = 256;
     thread_local std::vector<int64_t> sparse;
-    dense.resize(kBlockRows * f);
+    thread_local std::vector<uint8_t> planes;
     sparse.resize(kBlockRows * c);
+    planes.resize(kBlockRows * flag_bytes_);
     unit->values = LargeArray<float>(rows * values_);
     unit->flags = LargeArray<uint8_t>(rows * flag_bytes_);
     if (narrow_ids_) {
@@ -189,20 +191,29 @@ class RankingSource final : public Source {
     }
     for (size_t begin = 0; begin < rows; begin += kBlockRows) {
       const size_t n = std::min(kBlockRows, rows - begin);
-      size_t dense_at = 0, sparse_at = 0;
+      std::fill(planes.begin(), planes.end(), uint8_t{0});
+      size_t value = 0, flag = 0, sparse_at = 0;
       for (size_t i = 0; i < chains_.size(); ++i) {
         const FeatureChain& chain = chains_[i];
         const Column& a = table.columns[chain_at_[i][0]];
         if (chain.kind == FeatureKind::kDense) {
-          RunDenseChain(chain, a, begin, n, dense.data() + dense_at, f);
-          dense_at += chain.width();
+          uint8_t* plane = nullptr;
+          uint8_t bit = 0;
+          if (chain.width() == 2) {
+            plane = planes.data() + (flag / 8) * kBlockRows;
+            bit = static_cast<uint8_t>(1u << (flag % 8));
+            ++flag;
+          }
+          RunDenseChainCompact(chain, a, begin, n, unit->values.data() + begin * values_ + value,
+                               values_, plane, bit);
+          ++value;
         } else {
           const Column* b = chain.columns.size() == 2 ? &table.columns[chain_at_[i][1]] : nullptr;
           RunSparseChain(chain, a, b, begin, n, sparse.data() + sparse_at, c);
           ++sparse_at;
         }
       }
-      Pack(dense.data(), sparse.data(), begin, n, *unit);
+      PackFlagsAndIds(planes.data(), kBlockRows, sparse.data(), begin, n, *unit);
     }
     unit->labels = LargeArray<float>(rows);
     if (unlabeled_) {
@@ -266,19 +277,16 @@ class RankingSource final : public Source {
     });
   }
 
-  // Rows [begin, begin + n) of `unit` from their batch layout.
-  void Pack(const float* dense, const int64_t* sparse, size_t begin, size_t n,
-            RankingUnit& unit) const {
-    const size_t f = dense_names_.size(), c = sparse_names_.size(), flags = flag_pos_.size();
-    for (size_t r = 0; r < n; ++r) {
-      const float* in = dense + r * f;
-      float* v = unit.values.data() + (begin + r) * values_;
-      uint8_t* bits = unit.flags.data() + (begin + r) * flag_bytes_;
-      for (size_t j = 0; j < values_; ++j) v[j] = in[value_pos_[j]];
-      std::fill_n(bits, flag_bytes_, uint8_t{0});
-      for (size_t i = 0; i < flags; ++i) {
-        bits[i >> 3] |= static_cast<uint8_t>((in[flag_pos_[i]] != 0.0f) << (i & 7));
-      }
+  // Rows [begin, begin + n) of `unit`'s flag bytes from their planes
+  // (plane b holds flags 8b..8b+7 of row r at planes[b * plane_rows + r]),
+  // and its ids from the batch layout.
+  void PackFlagsAndIds(const uint8_t* planes, size_t plane_rows, const int64_t* sparse,
+                       size_t begin, size_t n, RankingUnit& unit) const {
+    const size_t c = sparse_names_.size();
+    uint8_t* bits = unit.flags.data() + begin * flag_bytes_;
+    for (size_t b = 0; b < flag_bytes_; ++b) {
+      const uint8_t* plane = planes + b * plane_rows;
+      for (size_t r = 0; r < n; ++r) bits[r * flag_bytes_ + b] = plane[r];
     }
     if (narrow_ids_) {
       int32_t* ids = unit.ids32.data() + begin * c;

@@ -48,7 +48,15 @@ TOPSPIN_INLINE void LoadFloats(const Column& c, size_t begin, size_t n, float* x
   }
   const auto validity = c.validity();
   if (validity.empty()) return;
-  for (size_t i = 0; i < n; ++i) {
+  size_t i = 0;
+  if (begin % 8 == 0) {  // whole validity bytes: 8 lanes per byte, vectorised
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(validity.data()) + begin / 8;
+    for (; i + 8 <= n; i += 8) {
+      const uint32_t b = bytes[i / 8];
+      for (uint32_t k = 0; k < 8; ++k) x[i + k] = (b >> k) & 1 ? x[i + k] : kNaN;
+    }
+  }
+  for (; i < n; ++i) {
     const size_t r = begin + i;
     const bool valid = (validity[r >> 3] >> (r & 7)) & 1;
     x[i] = valid ? x[i] : kNaN;
@@ -260,6 +268,26 @@ void RunDenseChain(const FeatureChain& chain, const Column& column, size_t begin
     for (size_t i = 0; i < m; ++i) o[i * stride] = x[i];
     if (flag) {
       for (size_t i = 0; i < m; ++i) o[i * stride + 1] = missing[i];
+    }
+  }
+}
+
+TOPSPIN_VECTOR_CLONES
+void RunDenseChainCompact(const FeatureChain& chain, const Column& column, size_t begin, size_t n,
+                          float* values, size_t stride, uint8_t* flags, uint8_t flag_bit) {
+  CheckRows(column, begin, n);
+  alignas(64) float x[kTransformBlock];
+  alignas(64) float missing[kTransformBlock];
+  const bool flag = chain.width() == 2 && flags != nullptr;
+  for (size_t at = 0; at < n; at += kTransformBlock) {
+    const size_t m = std::min(kTransformBlock, n - at);
+    LoadFloats(column, begin + at, m, x);
+    ValueOps(chain, x, m, missing);
+    float* v = values + at * stride;
+    for (size_t i = 0; i < m; ++i) v[i * stride] = x[i];
+    if (flag) {
+      uint8_t* f = flags + at;
+      for (size_t i = 0; i < m; ++i) f[i] |= missing[i] != 0.0f ? flag_bit : uint8_t{0};
     }
   }
 }

@@ -201,6 +201,39 @@ TEST(Transform, IntegerNullsAndRowRangesAcrossBlocks) {
   EXPECT_THROW(RunDenseChain(c, n, rows - 1, 2, out.data(), 1), Error);
 }
 
+TEST(Transform, CompactChainWritesTheSameValuesAndOrsTheMissingFlagIntoItsPlane) {
+  Column x({"x", DType::kFloat32});
+  const size_t rows = 2 * kTransformBlock + 45;
+  for (size_t r = 0; r < rows; ++r) {
+    if (r % 5 == 2 || r % 11 == 0) {
+      x.AppendNull();
+    } else {
+      x.AppendFloat(static_cast<float>(r % 97) - 40.0f);
+    }
+  }
+  const FeatureChain c = Resolved("x: impute(3, flag) | log1p | standardize | clip(-2, 2)");
+  // begin 0 and 16 take the whole-validity-byte path, 5 the row-by-row one.
+  for (const size_t begin : {size_t{0}, size_t{16}, size_t{5}}) {
+    SCOPED_TRACE(begin);
+    const size_t n = rows - begin - 3, stride = 3;
+    std::vector<float> reference(n * 2);
+    RunDenseChain(c, x, begin, n, reference.data(), 2);
+    std::vector<float> values(n * stride, -99.0f);
+    std::vector<uint8_t> plane(n, uint8_t{0x01});  // another chain's flag, kept
+    RunDenseChainCompact(c, x, begin, n, values.data() + 1, stride, plane.data(), 0x20);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(values[i * stride + 1], reference[2 * i]) << i;
+      ASSERT_EQ(values[i * stride], -99.0f) << i;
+      ASSERT_EQ(plane[i], reference[2 * i + 1] != 0.0f ? 0x21 : 0x01) << i;
+    }
+    // No plane: only the values are written.
+    std::vector<float> only(n, -99.0f);
+    RunDenseChainCompact(c, x, begin, n, only.data(), 1, nullptr, 0x20);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(only[i], reference[2 * i]) << i;
+  }
+  EXPECT_THROW(RunDenseChainCompact(c, x, rows - 1, 2, nullptr, 1, nullptr, 0), Error);
+}
+
 TEST(Transform, Slog1pIsAccurateEverywhere) {
   std::vector<float> xs = {0.0f, -0.0f, 1e-30f, 1e-8f, -1e-8f,  1e-4f,    0.5f, 1,
                            2,    10,    1e6f,   -1e6f, 3.4e38f, -3.4e38f, kInf, -kInf};

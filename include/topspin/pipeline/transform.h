@@ -116,6 +116,12 @@ inline constexpr uint64_t kNullHashKey = 0x9e3779b97f4a7c15ULL;
 // writing feature j of row r to out[r * stride + j] for j < chain.width().
 void RunDenseChain(const FeatureChain& chain, const Column& column, size_t begin, size_t n,
                    float* out, size_t stride);
+// The same chain for a compact row-major cache: row r's value goes to
+// values[r * stride] and, when the chain has a missing flag and `flags` is
+// not null, flags[r] |= flag_bit for each missing row (`flags` is one byte
+// per row: a plane of 8 flags that the caller packs into its rows).
+void RunDenseChainCompact(const FeatureChain& chain, const Column& column, size_t begin, size_t n,
+                          float* values, size_t stride, uint8_t* flags, uint8_t flag_bit);
 // Applies a resolved sparse chain (`b` is the second column of a cross,
 // else unused) and writes row r's id to out[r * stride].
 void RunSparseChain(const FeatureChain& chain, const Column& a, const Column* b, size_t begin,
