@@ -164,7 +164,7 @@ class RankingSource final : public Source {
     clock.Lap(kDecode, decoded);
 
     auto unit = std::make_shared<RankingUnit>();
-    const size_t rows = p.rows, f = dense_names_.size(), c = sparse_names_.size();
+    const size_t rows = p.rows, c = sparse_names_.size();
     unit->group_starts = GroupStarts(table.columns[group_at_]);
     if (unit->group_starts.size() - 1 != GroupsIn(u)) {
       throw DataError(fmt::format("row group {} now has {} groups, {} when the pipeline opened it",
@@ -306,11 +306,8 @@ class RankingSource final : public Source {
       const float* v = unit.values.data() + r * values_;
       const uint8_t* bits = unit.flags.data() + r * flag_bytes_;
       for (size_t b = 0; b < flag_bytes_; ++b) std::memcpy(expanded + 8 * b, lut[bits[b]].data(), 32);
-      if (paired_) {  // every dense chain is (value, flag): one interleave the compiler vectorises
-        for (size_t j = 0; j < values_; ++j) {
-          dense[2 * j] = v[j];
-          dense[2 * j + 1] = expanded[j];
-        }
+      if (paired_) {  // every dense chain is (value, flag): one vectorised interleave
+        InterleavePairs(v, expanded, values_, dense);
       } else {
         for (size_t j = 0; j < values_; ++j) dense[value_pos_[j]] = v[j];
         for (size_t i = 0; i < flags; ++i) dense[flag_pos_[i]] = expanded[i];

@@ -38,7 +38,7 @@ TOPSPIN_INLINE void Widen(const std::byte* values, size_t begin, size_t n, float
 TOPSPIN_INLINE void LoadFloats(const Column& c, size_t begin, size_t n, float* x) {
   const std::byte* v = c.values().data();
   switch (c.dtype()) {
-    case DType::kFloat32: std::memcpy(x, v + begin * sizeof(float), n * sizeof(float)); break;
+    case DType::kFloat32: Widen<float>(v, begin, n, x); break;  // a vector loop, not rep movs
     case DType::kFloat64: Widen<double>(v, begin, n, x); break;
     case DType::kInt32: Widen<int32_t>(v, begin, n, x); break;
     case DType::kInt64: Widen<int64_t>(v, begin, n, x); break;
@@ -49,11 +49,12 @@ TOPSPIN_INLINE void LoadFloats(const Column& c, size_t begin, size_t n, float* x
   const auto validity = c.validity();
   if (validity.empty()) return;
   size_t i = 0;
-  if (begin % 8 == 0) {  // whole validity bytes: 8 lanes per byte, vectorised
-    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(validity.data()) + begin / 8;
-    for (; i + 8 <= n; i += 8) {
-      const uint32_t b = bytes[i / 8];
-      for (uint32_t k = 0; k < 8; ++k) x[i + k] = (b >> k) & 1 ? x[i + k] : kNaN;
+  if (begin % 8 == 0) {  // whole validity words: 32 lanes per word, vectorised
+    const auto* bytes = reinterpret_cast<const uint8_t*>(validity.data()) + begin / 8;
+    for (; i + 32 <= n; i += 32) {
+      uint32_t w;
+      std::memcpy(&w, bytes + i / 8, 4);  // little-endian: row i + k is bit k
+      for (uint32_t k = 0; k < 32; ++k) x[i + k] = (w >> k) & 1 ? x[i + k] : kNaN;
     }
   }
   for (; i < n; ++i) {
@@ -289,6 +290,14 @@ void RunDenseChainCompact(const FeatureChain& chain, const Column& column, size_
       uint8_t* f = flags + at;
       for (size_t i = 0; i < m; ++i) f[i] |= missing[i] != 0.0f ? flag_bit : uint8_t{0};
     }
+  }
+}
+
+TOPSPIN_VECTOR_CLONES
+void InterleavePairs(const float* values, const float* flags, size_t n, float* out) {
+  for (size_t j = 0; j < n; ++j) {
+    out[2 * j] = values[j];
+    out[2 * j + 1] = flags[j];
   }
 }
 

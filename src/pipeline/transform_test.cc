@@ -234,6 +234,22 @@ TEST(Transform, CompactChainWritesTheSameValuesAndOrsTheMissingFlagIntoItsPlane)
   EXPECT_THROW(RunDenseChainCompact(c, x, rows - 1, 2, nullptr, 1, nullptr, 0), Error);
 }
 
+TEST(Transform, InterleavePairsAlternatesValuesAndFlags) {
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{24}, size_t{37}}) {
+    std::vector<float> v(n), f(n), out(2 * n + 1, -7.0f);
+    for (size_t j = 0; j < n; ++j) {
+      v[j] = static_cast<float>(j) + 0.5f;
+      f[j] = static_cast<float>(j % 3 == 0);
+    }
+    InterleavePairs(v.data(), f.data(), n, out.data());
+    for (size_t j = 0; j < n; ++j) {
+      ASSERT_EQ(out[2 * j], v[j]) << n << " " << j;
+      ASSERT_EQ(out[2 * j + 1], f[j]) << n << " " << j;
+    }
+    EXPECT_EQ(out[2 * n], -7.0f);  // nothing past the row
+  }
+}
+
 TEST(Transform, Slog1pIsAccurateEverywhere) {
   std::vector<float> xs = {0.0f, -0.0f, 1e-30f, 1e-8f, -1e-8f,  1e-4f,    0.5f, 1,
                            2,    10,    1e6f,   -1e6f, 3.4e38f, -3.4e38f, kInf, -kInf};

@@ -131,4 +131,7 @@ void RunSparseChain(const FeatureChain& chain, const Column& a, const Column* b,
 // Slog1p: sign(x) * ln(1 + |x|), within 1e-6 relative of the exact value;
 // NaN stays NaN, infinities stay infinite.
 void Slog1pInPlace(float* x, size_t n);
+// out[2j] = values[j], out[2j + 1] = flags[j] for j < n: a (value, missing
+// flag) feature row from its cached parts.
+void InterleavePairs(const float* values, const float* flags, size_t n, float* out);
 }  // namespace topspin
