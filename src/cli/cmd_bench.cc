@@ -169,6 +169,12 @@ void RegisterBench(CLI::App& app) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   ranker_cmd
+      ->add_option("--torch-threads", ranker.torch_threads,
+                   "our LibTorch threads (train.torch_threads); the matmul-at-shape limit "
+                   "uses the same")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  ranker_cmd
       ->add_option("--xgb-rounds", ranker.xgb_rounds,
                    "most boosting rounds for XGBoost and LightGBM (early stopping picks fewer)")
       ->check(CLI::Range(1, 100000))

@@ -1,5 +1,8 @@
 #include "topspin/model/rank_losses.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
@@ -99,6 +102,72 @@ RankLossTerms Softmax(const Padded& p) {
   return SumOver(per_list, total > 0);
 }
 
+// The softmax loss on the CPU in one pass per list, without padding to
+// [B, L]: per list with T = sum_i t_i > 0, loss = lse(s) - sum_i t_i s_i / T
+// and d loss / d s_i = softmax(s)_i - t_i / T. The sum is computed in
+// double; the gradient is kept for the backward of JaggedSoftmaxNode.
+struct SoftmaxPass {
+  double sum = 0;
+  int64_t count = 0;
+  Tensor grad;  // [N], the scores' dtype
+};
+
+template <typename T>
+SoftmaxPass SoftmaxByList(const Tensor& scores, const Tensor& labels, const Tensor& offsets) {
+  const Tensor s_t = scores.contiguous(), y_t = labels.to(torch::kDouble).contiguous();
+  const Tensor off_t = offsets.to(torch::kLong).contiguous();
+  const T* s = s_t.data_ptr<T>();
+  const double* y = y_t.data_ptr<double>();
+  const int64_t* off = off_t.data_ptr<int64_t>();
+  SoftmaxPass pass{.grad = torch::zeros_like(s_t)};
+  T* g = pass.grad.data_ptr<T>();
+  for (int64_t list = 0; list + 1 < off_t.size(0); ++list) {
+    const int64_t begin = off[list], end = off[list + 1];
+    double total = 0, weighted = 0, top = -std::numeric_limits<double>::infinity();
+    for (int64_t i = begin; i < end; ++i) {
+      const double t = std::exp2(y[i]) - 1;
+      total += t;
+      weighted += t * double(s[i]);
+      top = std::max(top, double(s[i]));
+    }
+    if (!(total > 0)) continue;
+    double z = 0;
+    for (int64_t i = begin; i < end; ++i) z += std::exp(double(s[i]) - top);
+    const double lse = top + std::log(z);
+    pass.sum += lse - weighted / total;
+    ++pass.count;
+    for (int64_t i = begin; i < end; ++i) {
+      g[i] = T(std::exp(double(s[i]) - lse) - (std::exp2(y[i]) - 1) / total);
+    }
+  }
+  return pass;
+}
+
+// The loss value as an autograd node whose backward is the gradient the
+// forward pass already computed.
+class JaggedSoftmaxNode : public torch::autograd::Function<JaggedSoftmaxNode> {
+ public:
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& scores, double sum,
+                        const Tensor& grad) {
+    ctx->save_for_backward({grad});
+    return torch::scalar_tensor(sum, scores.options());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list out_grad) {
+    return {ctx->get_saved_variables()[0] * out_grad[0], Tensor(), Tensor()};
+  }
+};
+
+RankLossTerms FusedSoftmax(const Tensor& scores, const Tensor& labels, const Tensor& offsets) {
+  SoftmaxPass pass;
+  {
+    torch::NoGradGuard no_grad;
+    pass = scores.scalar_type() == torch::kDouble ? SoftmaxByList<double>(scores, labels, offsets)
+                                                  : SoftmaxByList<float>(scores, labels, offsets);
+  }
+  return {JaggedSoftmaxNode::apply(scores, pass.sum, pass.grad), pass.count};
+}
+
 RankLossTerms ApproxNdcg(const Padded& p, double temperature) {
   const int64_t l = p.s.size(1);
   const Tensor others =
@@ -150,6 +219,12 @@ RankLossTerms RankingLossTerms(RankLoss loss, const at::Tensor& scores, const at
                   scores, (labels.to(scores.dtype()) / options.label_max).clamp(0, 1),
                   /*weight=*/{}, /*pos_weight=*/{}, at::Reduction::Sum),
               scores.size(0)};
+    case RankLoss::kSoftmax:
+      if (options.fused_cpu && scores.is_cpu() &&
+          (scores.scalar_type() == torch::kFloat || scores.scalar_type() == torch::kDouble)) {
+        return FusedSoftmax(scores, labels, offsets);
+      }
+      break;
     default: break;
   }
   const Padded p = Pad(scores, labels, offsets);

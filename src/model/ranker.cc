@@ -1,5 +1,9 @@
 #include "topspin/model/ranker.h"
 
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -27,6 +31,106 @@ int64_t MlpFlops(int64_t in, const std::vector<int64_t>& widths, bool final_line
   }
   return flops + (final_linear ? 2 * in : 0);
 }
+
+// Unique ids of one table's column of `sparse` [N, C] (ascending) and each
+// document's index into them, in one sort of (id, document) keys.
+struct UniqueIds {
+  std::vector<int64_t> ids;
+  std::vector<int32_t> inverse;  // [N]
+};
+
+UniqueIds UniqueColumn(const int64_t* sparse, int64_t n, int64_t columns, int64_t c,
+                       int64_t table_size) {
+  UniqueIds u;
+  u.inverse.resize(static_cast<size_t>(n));
+  if (table_size <= 4 * n) {  // a small table: mark, number in order, look up
+    std::vector<int32_t> slot(static_cast<size_t>(table_size), -1);
+    for (int64_t i = 0; i < n; ++i) slot[size_t(sparse[i * columns + c])] = 0;
+    for (int64_t id = 0; id < table_size; ++id) {
+      if (slot[size_t(id)] == 0) {
+        slot[size_t(id)] = int32_t(u.ids.size());
+        u.ids.push_back(id);
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) u.inverse[size_t(i)] = slot[size_t(sparse[i * columns + c])];
+    return u;
+  }
+  // Keys id * n + document sort by id, then document; table_size * n fits
+  // (checked by the caller).
+  std::vector<int64_t> keys(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) keys[size_t(i)] = sparse[i * columns + c] * n + i;
+  std::sort(keys.begin(), keys.end());
+  for (const int64_t key : keys) {
+    const int64_t id = key / n;
+    if (u.ids.empty() || u.ids.back() != id) u.ids.push_back(id);
+    u.inverse[size_t(key % n)] = int32_t(u.ids.size() - 1);
+  }
+  return u;
+}
+
+// x0 = [d | rows_1[inverse_1] | ... | rows_C[inverse_C]] [N, b + C E] as
+// one autograd node on the CPU (float32): the gather writes each
+// document's rows straight into x0, and backward sums x0's gradient into
+// each table's unique rows (duplicates added) and hands d its columns. It
+// replaces, per table, a sort-based unique, two index_selects, the
+// scatter-add of their backward and the concatenation.
+class ConcatRows : public torch::autograd::Function<ConcatRows> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& d,
+                            at::TensorList rows, const at::Tensor& inverse) {
+    const int64_t n = d.size(0), b = d.size(1), c_count = int64_t(rows.size());
+    const int64_t e = c_count ? rows[0].size(1) : 0, width = b + c_count * e;
+    at::Tensor x0 = torch::empty({n, width}, d.options());
+    const at::Tensor dc = d.contiguous();
+    const float* dp = dc.data_ptr<float>();
+    float* xp = x0.data_ptr<float>();
+    const int32_t* inv = inverse.data_ptr<int32_t>();
+    std::vector<const float*> r(static_cast<size_t>(c_count));
+    for (int64_t c = 0; c < c_count; ++c) r[size_t(c)] = rows[size_t(c)].data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      float* out = xp + i * width;
+      std::memcpy(out, dp + i * b, size_t(b) * sizeof(float));
+      for (int64_t c = 0; c < c_count; ++c) {
+        std::memcpy(out + b + c * e, r[size_t(c)] + int64_t(inv[c * n + i]) * e,
+                    size_t(e) * sizeof(float));
+      }
+    }
+    std::vector<int64_t> unique_rows;
+    for (const auto& t : rows) unique_rows.push_back(t.size(0));
+    ctx->saved_data["rows"] = unique_rows;
+    ctx->saved_data["b"] = b;
+    ctx->saved_data["e"] = e;
+    ctx->save_for_backward({inverse});
+    return x0;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const at::Tensor inverse = ctx->get_saved_variables()[0];
+    const std::vector<int64_t> unique_rows = ctx->saved_data["rows"].toIntVector();
+    const int64_t b = ctx->saved_data["b"].toInt(), e = ctx->saved_data["e"].toInt();
+    const at::Tensor g = grad[0].contiguous();
+    const int64_t n = g.size(0), width = g.size(1);
+    const float* gp = g.data_ptr<float>();
+    const int32_t* inv = inverse.data_ptr<int32_t>();
+    torch::autograd::variable_list out;
+    out.push_back(g.slice(1, 0, b));
+    for (size_t c = 0; c < unique_rows.size(); ++c) {
+      at::Tensor rows_grad = torch::zeros({unique_rows[c], e}, g.options());
+      float* rg = rows_grad.data_ptr<float>();
+      const int32_t* ic = inv + int64_t(c) * n;
+      const int64_t col = b + int64_t(c) * e;
+      for (int64_t i = 0; i < n; ++i) {
+        float* dst = rg + int64_t(ic[i]) * e;
+        const float* src = gp + i * width + col;
+        for (int64_t k = 0; k < e; ++k) dst[k] += src[k];
+      }
+      out.push_back(rows_grad);
+    }
+    out.emplace_back();  // inverse
+    return out;
+  }
+};
 
 }  // namespace
 
@@ -59,6 +163,79 @@ struct Ranker::Impl {
   RankerOptions options;
   std::shared_ptr<DenseNet> net;
   std::vector<at::Tensor> tables;
+
+  // x0 = concat(d, the documents' embedding rows), recording each table's
+  // unique ids and gathered rows in `out`.
+  at::Tensor Gather(const at::Tensor& d, const at::Tensor& sparse, bool train, Output& out) const {
+    if (GathersOnHost(d, sparse)) return GatherOnHost(d, sparse, train, out);
+    std::vector<at::Tensor> parts = {d};
+    for (size_t c = 0; c < tables.size(); ++c) {
+      const auto [ids, inverse, counts] =
+          at::_unique2(sparse.select(1, static_cast<int64_t>(c)), /*sorted=*/true,
+                       /*return_inverse=*/true, /*return_counts=*/false);
+      at::Tensor rows = tables[c].index_select(0, ids);
+      if (train) rows.requires_grad_(true);
+      parts.push_back(rows.index_select(0, inverse));
+      out.unique_ids.push_back(ids);
+      out.rows.push_back(rows);
+    }
+    return torch::cat(parts, 1);
+  }
+
+  // float32 on the CPU (not under bf16 autocast), with keys id * N + doc
+  // that fit in int64.
+  bool GathersOnHost(const at::Tensor& d, const at::Tensor& sparse) const {
+    if (!options.host_gather || !d.is_cpu() || d.scalar_type() != torch::kFloat || !sparse.is_cpu() ||
+        sparse.scalar_type() != torch::kLong || sparse.size(0) >= (int64_t{1} << 31)) {
+      return false;
+    }
+    for (const auto& t : tables) {
+      if (!t.is_cpu() || t.scalar_type() != torch::kFloat || !t.is_contiguous() ||
+          t.size(0) > std::numeric_limits<int64_t>::max() / std::max<int64_t>(1, sparse.size(0))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  at::Tensor GatherOnHost(const at::Tensor& d, const at::Tensor& sparse, bool train,
+                          Output& out) const {
+    const int64_t n = sparse.size(0), columns = sparse.size(1), e = options.embedding_dim;
+    const at::Tensor sp = sparse.contiguous();
+    const int64_t* ids = sp.data_ptr<int64_t>();
+    for (int64_t c = 0; c < columns; ++c) {  // out-of-range ids fail like index_select
+      const int64_t size = tables[size_t(c)].size(0);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t id = ids[i * columns + c];
+        if (id < 0 || id >= size) {
+          throw InternalError(fmt::format("ranker: id {} of document {} is outside table {} "
+                                          "({} rows)",
+                                          id, i, c, size));
+        }
+      }
+    }
+    at::Tensor inverse = torch::empty({columns, n}, torch::kInt);
+    std::vector<at::Tensor> rows;
+    for (int64_t c = 0; c < columns; ++c) {
+      const at::Tensor& table = tables[size_t(c)];
+      const UniqueIds u = UniqueColumn(ids, n, columns, c, table.size(0));
+      const auto u_count = static_cast<int64_t>(u.ids.size());
+      at::Tensor unique = torch::empty({u_count}, torch::kLong);
+      std::memcpy(unique.data_ptr<int64_t>(), u.ids.data(), u.ids.size() * sizeof(int64_t));
+      at::Tensor r = torch::empty({u_count, e});
+      const float* src = table.data_ptr<float>();
+      float* dst = r.data_ptr<float>();
+      for (int64_t k = 0; k < u_count; ++k) {
+        std::memcpy(dst + k * e, src + u.ids[size_t(k)] * e, size_t(e) * sizeof(float));
+      }
+      if (train) r.requires_grad_(true);
+      std::memcpy(inverse.data_ptr<int32_t>() + c * n, u.inverse.data(),
+                  u.inverse.size() * sizeof(int32_t));
+      out.unique_ids.push_back(unique);
+      out.rows.push_back(r);
+    }
+    return ConcatRows::apply(d, at::TensorList(out.rows), inverse);
+  }
 };
 
 Ranker::Ranker(const RankerOptions& o) : impl_(std::make_unique<Impl>()) {
@@ -93,18 +270,8 @@ Ranker::Output Ranker::Forward(const at::Tensor& dense, const at::Tensor& sparse
   std::optional<torch::NoGradGuard> no_grad;
   if (!train) no_grad.emplace();
   Output out;
-  std::vector<at::Tensor> parts = {o.bottom.empty() ? dense : impl_->net->bottom->forward(dense)};
-  for (size_t c = 0; c < impl_->tables.size(); ++c) {
-    const auto [ids, inverse, counts] =
-        at::_unique2(sparse.select(1, static_cast<int64_t>(c)), /*sorted=*/true,
-                     /*return_inverse=*/true, /*return_counts=*/false);
-    at::Tensor rows = impl_->tables[c].index_select(0, ids);
-    if (train) rows.requires_grad_(true);
-    parts.push_back(rows.index_select(0, inverse));
-    out.unique_ids.push_back(ids);
-    out.rows.push_back(rows);
-  }
-  const at::Tensor x0 = torch::cat(parts, 1);
+  const at::Tensor d = o.bottom.empty() ? dense : impl_->net->bottom->forward(dense);
+  const at::Tensor x0 = impl_->Gather(d, sparse, train, out);
   at::Tensor x = x0;
   for (auto& layer : impl_->net->cross) x = x0 * layer->forward(x) + x;
   out.scores = impl_->net->top->forward(x).squeeze(1);

@@ -71,6 +71,56 @@ TEST(Ranker, RowGradientsEqualTheDenseEmbeddingGradient) {
   EXPECT_GT(total, 0);
 }
 
+// The CPU's one-node gather (a small table numbered by marking, a large
+// one by sorting) against the per-table unique / index_select / cat path:
+// the same scores, unique ids, rows, row gradients and dense gradients.
+TEST(Ranker, HostGatherEqualsTheIndexSelectPath) {
+  torch::manual_seed(8);
+  const auto dense = torch::randn({40, 5});
+  const auto sparse =
+      torch::stack({torch::randint(0, 3, {40}), torch::randint(0, 30, {40}) * 33}, 1);  // dups
+  for (const Interaction i : {Interaction::kConcat, Interaction::kDcn}) {
+    for (const std::vector<int64_t>& bottom : {std::vector<int64_t>{8}, std::vector<int64_t>{}}) {
+      SCOPED_TRACE(testing::Message() << "dcn " << (i == Interaction::kDcn) << ", bottom "
+                                      << bottom.size());
+      RankerOptions o = Small(i);
+      o.table_sizes = {3, 1000};
+      o.bottom = bottom;
+      Ranker::Output outs[2];
+      std::vector<torch::Tensor> dense_grads[2];
+      for (int host = 0; host < 2; ++host) {
+        o.host_gather = host == 1;
+        Ranker r(o);
+        outs[host] = r.Forward(dense, sparse, /*train=*/true);
+        outs[host].scores.pow(2).sum().backward();
+        for (const auto& p : r.dense_module().parameters()) dense_grads[host].push_back(p.grad());
+        EXPECT_TRUE(torch::equal(r.Forward(dense, sparse, /*train=*/false).scores,
+                                 outs[host].scores.detach()));
+      }
+      EXPECT_TRUE(torch::equal(outs[1].scores, outs[0].scores));
+      for (size_t c = 0; c < 2; ++c) {
+        EXPECT_TRUE(torch::equal(outs[1].unique_ids[c], outs[0].unique_ids[c])) << c;
+        EXPECT_TRUE(torch::equal(outs[1].rows[c], outs[0].rows[c])) << c;
+        EXPECT_TRUE(torch::allclose(outs[1].rows[c].grad(), outs[0].rows[c].grad(), 1e-5, 1e-6));
+      }
+      EXPECT_LT(outs[1].unique_ids[1].size(0), 30);  // duplicates were merged
+      for (size_t k = 0; k < dense_grads[0].size(); ++k) {
+        EXPECT_TRUE(torch::allclose(dense_grads[1][k], dense_grads[0][k], 1e-5, 1e-6)) << k;
+      }
+    }
+  }
+  RankerOptions o = Small();
+  o.table_sizes = {3, 1000};
+  auto bad = sparse.clone();
+  bad[7][1] = 1000;
+  try {
+    Ranker(o).Forward(dense, bad, /*train=*/true);
+    FAIL() << "an id outside its table was gathered";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("document 7"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Ranker, SeedFixesTheInitialisationAndFlopsAreAnalytic) {
   Ranker a(Small()), b(Small());
   for (size_t c = 0; c < 2; ++c) EXPECT_TRUE(torch::equal(a.tables()[c], b.tables()[c]));

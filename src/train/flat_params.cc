@@ -237,7 +237,18 @@ void SparseOptimizer::Step(at::Tensor& table, const at::Tensor& ids, const at::T
   const double t = static_cast<double>(steps_);
   const auto c1 = static_cast<float>(1 / (1 - std::pow(options_.beta1, t)));
   const auto c2 = static_cast<float>(1 / (1 - std::pow(options_.beta2, t)));
+  // The rows are scattered over tables far larger than the cache: each
+  // row's three lines (weights, m, v) are fetched kAhead rows early.
+  constexpr int64_t kAhead = 8;
   for (int64_t k = 0; k < u; ++k) {
+    if (k + kAhead < u) {
+      const int64_t next = r[k + kAhead] * e;
+      for (int64_t j = 0; j < e; j += 16) {
+        __builtin_prefetch(w + next + j, 1);
+        __builtin_prefetch(m + next + j, 1);
+        __builtin_prefetch(v + next + j, 1);
+      }
+    }
     const float* gr = g + k * e;
     float *wr = w + r[k] * e, *mr = m + r[k] * e, *vr = v + r[k] * e;
     for (int64_t j = 0; j < e; ++j) {

@@ -698,8 +698,20 @@ nlohmann::json RunReferenceCase(const ReferenceCase& c) {
           {"final_sha256", FinalSha(run.path())}};
 }
 
+// The CPU's model name: MKL picks its GEMM kernels by the processor, not
+// only by the instruction set ATen reports.
+std::string CpuModel() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) return std::string(Trim(line.substr(line.find(':') + 1)));
+  }
+  return "unknown";
+}
+
 TEST(ReferenceRun, TrainerReproducesTheRecordedLossesAndCheckpoints) {
-  const nlohmann::json machine{{"torch", TORCH_VERSION}, {"cpu_capability", at::get_cpu_capability()}};
+  const nlohmann::json machine{{"torch", TORCH_VERSION},
+                               {"cpu_capability", at::get_cpu_capability()},
+                               {"cpu", CpuModel()}};
   if (std::getenv("TOPSPIN_RECORD_REFERENCE") != nullptr) {
     nlohmann::json out{{"machine", machine}};
     for (const auto& c : kReferenceCases) out["cases"][c.name] = RunReferenceCase(c);

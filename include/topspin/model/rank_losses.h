@@ -35,6 +35,10 @@ RankLoss ParseRankLoss(std::string_view name);
 struct RankLossOptions {
   double label_max = 4;      // bce: targets are labels / label_max
   double temperature = 0.1;  // approx_ndcg: sigmoid temperature of the smooth rank
+  // softmax on the CPU (float or double scores): one pass over each list
+  // with the gradient computed alongside; false pads to [B, L] like every
+  // other device (the reference the fused pass is tested against).
+  bool fused_cpu = true;
 };
 
 // The loss of a batch is sum / count, with count the terms it averages:

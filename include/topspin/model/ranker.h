@@ -42,6 +42,11 @@ struct RankerOptions {
   Interaction interaction = Interaction::kConcat;
   int cross_layers = 2;  // DCN-v2 only
   uint64_t seed = 0;     // initialisation
+  // float32 on the CPU: the embedding gather and concatenation as one node
+  // (ids made unique by one sort, rows copied straight into x0); false:
+  // the per-table unique / index_select / cat path every device uses, the
+  // reference the host path is tested against.
+  bool host_gather = true;
 };
 
 // Elements of the dense parameters a Ranker of `options` has (the MLPs and
