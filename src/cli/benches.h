@@ -92,7 +92,7 @@ struct TrainRankerBenchOptions {
   int epochs = 1;
   int batch = 32;  // lists per step, for us and the PyTorch peer
   int threads = 2;
-  int torch_threads = 1;  // our train.torch_threads (the loader has the other core)
+  int torch_threads = 2;  // our train.torch_threads (the default, one per core, on 2 cores)
   std::string peer_threads = "1,2";  // torch threads the PyTorch peer tries
   std::string peer_workers = "0,1,2";  // its DataLoader num_workers
   int xgb_rounds = 800;  // at most (early stopping), XGBoost and LightGBM

@@ -4,9 +4,11 @@
 #include <cstring>
 #include <limits>
 
+#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "model/cpu_kernels.h"
 #include "topspin/core/error.h"
 
 namespace topspin {
@@ -120,15 +122,70 @@ class ConcatRows : public torch::autograd::Function<ConcatRows> {
       float* rg = rows_grad.data_ptr<float>();
       const int32_t* ic = inv + int64_t(c) * n;
       const int64_t col = b + int64_t(c) * e;
-      for (int64_t i = 0; i < n; ++i) {
-        float* dst = rg + int64_t(ic[i]) * e;
-        const float* src = gp + i * width + col;
-        for (int64_t k = 0; k < e; ++k) dst[k] += src[k];
-      }
+      for (int64_t i = 0; i < n; ++i) AddInto(gp + i * width + col, e, rg + int64_t(ic[i]) * e);
       out.push_back(rows_grad);
     }
     out.emplace_back();  // inverse
     return out;
+  }
+};
+
+// An MLP of Linear layers, ReLU after each but the last (and after the
+// last too when relu_last), as one autograd node on the CPU (float32). Its
+// activations are kept once, the bias and ReLU are one pass over each
+// output, and backward masks, sums the bias gradient and multiplies with
+// loops and GEMMs of its own: the module path's per-layer addmm (with its
+// bias copy), ReLU, and their autograd nodes with their temporaries go.
+// The GEMMs use LibTorch's threads; the element-wise passes stay on the
+// calling thread, where they cost less than a parallel region's start.
+class MlpNode : public torch::autograd::Function<MlpNode> {
+ public:
+  // params: W_0, b_0, W_1, b_1, ... (W_l [out, in]).
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            at::TensorList params, bool relu_last) {
+    const int64_t layers = int64_t(params.size()) / 2, n = x.size(0);
+    std::vector<at::Tensor> saved = {x.contiguous()};
+    for (int64_t l = 0; l < layers; ++l) {
+      const at::Tensor& w = params[size_t(2 * l)];
+      at::Tensor z = torch::empty({n, w.size(0)}, x.options());
+      at::mm_out(z, saved.back(), w.t());
+      AddBiasRelu(z.data_ptr<float>(), params[size_t(2 * l + 1)].data_ptr<float>(), n,
+                  w.size(0), l + 1 < layers || relu_last);
+      saved.push_back(z);
+    }
+    const at::Tensor y = saved.back();
+    for (const auto& p : params) saved.push_back(p);
+    ctx->save_for_backward(saved);
+    ctx->saved_data["layers"] = layers;
+    ctx->saved_data["relu_last"] = relu_last;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const std::vector<at::Tensor> saved = ctx->get_saved_variables();
+    const int64_t layers = ctx->saved_data["layers"].toInt();
+    const bool relu_last = ctx->saved_data["relu_last"].toBool();
+    const at::Tensor* h = saved.data();               // h[0] = x, h[l + 1] = layer l's output
+    const at::Tensor* params = saved.data() + layers + 1;
+    torch::autograd::variable_list out(size_t(1 + 2 * layers + 1));
+    at::Tensor g = grad[0].contiguous();
+    for (int64_t l = layers - 1; l >= 0; --l) {
+      const int64_t n = g.size(0), w = g.size(1);
+      at::Tensor dz = g;
+      if (l + 1 < layers || relu_last) {  // ReLU's backward: where the output was 0, nothing
+        dz = torch::empty_like(g);
+        ReluBackward(g.data_ptr<float>(), h[l + 1].data_ptr<float>(), n * w,
+                     dz.data_ptr<float>());
+      }
+      at::Tensor db = torch::zeros({w}, g.options());
+      AddColumnSums(dz.data_ptr<float>(), n, w, db.data_ptr<float>());
+      out[size_t(1 + 2 * l)] = at::mm(dz.t(), h[l]);
+      out[size_t(2 + 2 * l)] = db;
+      if (l > 0 || ctx->needs_input_grad(0)) g = at::mm(dz, params[2 * l]);
+    }
+    if (ctx->needs_input_grad(0)) out[0] = g;
+    return out;  // the last entry (relu_last) stays undefined
   }
 };
 
@@ -164,6 +221,26 @@ struct Ranker::Impl {
   std::shared_ptr<DenseNet> net;
   std::vector<at::Tensor> tables;
 
+  // The MLP `seq` on x: one MlpNode on the CPU in float32 (not under
+  // autocast), the modules otherwise.
+  at::Tensor Mlp(torch::nn::Sequential& seq, const at::Tensor& x, bool relu_last) const {
+    if (!options.cpu_fused || !x.is_cpu() || x.scalar_type() != torch::kFloat ||
+        at::autocast::is_autocast_enabled(at::kCPU)) {
+      return seq->forward(x);
+    }
+    std::vector<at::Tensor> params;
+    for (const auto& m : seq->children()) {
+      if (const auto* linear = m->as<torch::nn::LinearImpl>()) {
+        if (!linear->weight.is_cpu() || linear->weight.scalar_type() != torch::kFloat) {
+          return seq->forward(x);
+        }
+        params.push_back(linear->weight);
+        params.push_back(linear->bias);
+      }
+    }
+    return MlpNode::apply(x, at::TensorList(params), relu_last);
+  }
+
   // x0 = concat(d, the documents' embedding rows), recording each table's
   // unique ids and gathered rows in `out`.
   at::Tensor Gather(const at::Tensor& d, const at::Tensor& sparse, bool train, Output& out) const {
@@ -185,7 +262,7 @@ struct Ranker::Impl {
   // float32 on the CPU (not under bf16 autocast), with keys id * N + doc
   // that fit in int64.
   bool GathersOnHost(const at::Tensor& d, const at::Tensor& sparse) const {
-    if (!options.host_gather || !d.is_cpu() || d.scalar_type() != torch::kFloat || !sparse.is_cpu() ||
+    if (!options.cpu_fused || !d.is_cpu() || d.scalar_type() != torch::kFloat || !sparse.is_cpu() ||
         sparse.scalar_type() != torch::kLong || sparse.size(0) >= (int64_t{1} << 31)) {
       return false;
     }
@@ -270,11 +347,12 @@ Ranker::Output Ranker::Forward(const at::Tensor& dense, const at::Tensor& sparse
   std::optional<torch::NoGradGuard> no_grad;
   if (!train) no_grad.emplace();
   Output out;
-  const at::Tensor d = o.bottom.empty() ? dense : impl_->net->bottom->forward(dense);
+  const at::Tensor d =
+      o.bottom.empty() ? dense : impl_->Mlp(impl_->net->bottom, dense, /*relu_last=*/true);
   const at::Tensor x0 = impl_->Gather(d, sparse, train, out);
   at::Tensor x = x0;
   for (auto& layer : impl_->net->cross) x = x0 * layer->forward(x) + x;
-  out.scores = impl_->net->top->forward(x).squeeze(1);
+  out.scores = impl_->Mlp(impl_->net->top, x, /*relu_last=*/false).squeeze(1);
   return out;
 }
 

@@ -10,15 +10,9 @@
 
 #include "topspin/core/error.h"
 #include "topspin/core/hash.h"
+#include "topspin/core/simd.h"
 #include "topspin/pipeline/transform.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define TOPSPIN_VECTOR_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TOPSPIN_VECTOR_CLONES
-#endif
 #define TOPSPIN_INLINE inline __attribute__((always_inline))
 
 namespace topspin {

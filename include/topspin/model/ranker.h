@@ -42,11 +42,13 @@ struct RankerOptions {
   Interaction interaction = Interaction::kConcat;
   int cross_layers = 2;  // DCN-v2 only
   uint64_t seed = 0;     // initialisation
-  // float32 on the CPU: the embedding gather and concatenation as one node
-  // (ids made unique by one sort, rows copied straight into x0); false:
-  // the per-table unique / index_select / cat path every device uses, the
-  // reference the host path is tested against.
-  bool host_gather = true;
+  // float32 on the CPU (not under autocast): the embedding gather and
+  // concatenation as one autograd node (ids made unique by one sort, rows
+  // copied straight into x0), and each MLP as one node (GEMMs, and the
+  // bias, ReLU and their gradients in loops of its own). false: the
+  // modules and the per-table unique / index_select / cat path every
+  // device uses, the reference the fused path is tested against.
+  bool cpu_fused = true;
 };
 
 // Elements of the dense parameters a Ranker of `options` has (the MLPs and
