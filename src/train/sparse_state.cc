@@ -1,6 +1,7 @@
 #include "topspin/train/sparse_state.h"
 
 #include <fmt/format.h>
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "topspin/ddp/comm.h"
@@ -57,9 +58,19 @@ void SparseState::Sync(const std::vector<int64_t>& sparse_rows,
   rows_ = SyncRows(*comm_, rows_, table_rows_, docs_per_rank_, &sparse_rows, in_flight);
 }
 
+// On the CPU the tables update in parallel on LibTorch's threads (each
+// table's rows in the same order as serially, so the result is the same).
 void SparseState::Step(double lr) {
-  for (size_t c = 0; c < tables_.size(); ++c) {
-    optimizers_[c].Step(tables_[c], rows_[c].ids, rows_[c].grads, lr);
+  const auto step = [&](int64_t begin, int64_t end) {
+    for (auto c = size_t(begin); c < size_t(end); ++c) {
+      optimizers_[c].Step(tables_[c], rows_[c].ids, rows_[c].grads, lr);
+    }
+  };
+  const auto n = static_cast<int64_t>(tables_.size());
+  if (n > 1 && tables_[0].is_cpu()) {
+    at::parallel_for(0, n, 1, step);
+  } else {
+    step(0, n);
   }
 }
 
