@@ -698,14 +698,23 @@ nlohmann::json RunReferenceCase(const ReferenceCase& c) {
           {"final_sha256", FinalSha(run.path())}};
 }
 
-// The CPU's model name: MKL picks its GEMM kernels by the processor, not
-// only by the instruction set ATen reports.
+// The processor: MKL picks its GEMM kernels and blocking by the CPU and its
+// caches, not only by the instruction set ATen reports. Cloud VMs often
+// name every model "Intel(R) Xeon(R) Processor", so the family, model,
+// stepping and cache size count too (the first CPU's, as /proc/cpuinfo
+// lists them).
 std::string CpuModel() {
   std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string out;
   for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) return std::string(Trim(line.substr(line.find(':') + 1)));
+    if (line.empty()) break;  // the end of the first CPU's entry
+    for (const char* key : {"model name", "cpu family", "model\t", "stepping", "cache size"}) {
+      if (line.rfind(key, 0) == 0) {
+        out += fmt::format("{}{}", out.empty() ? "" : ", ", Trim(line.substr(line.find(':') + 1)));
+      }
+    }
   }
-  return "unknown";
+  return out.empty() ? "unknown" : out;
 }
 
 TEST(ReferenceRun, TrainerReproducesTheRecordedLossesAndCheckpoints) {
