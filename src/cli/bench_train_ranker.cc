@@ -119,14 +119,10 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
                             .table_sizes = {17, 17, 262144, 262144, 262144, 262144},
                             .embedding_dim = 16};
   const double flops_per_doc = 3.0 * double(Ranker(model).ForwardFlopsPerDoc());
-  // The peak the profiler's MFU is measured against, on the peer's threads,
-  // and the step's own matmuls at their shapes on our compute threads.
+  // The peak the profiler's MFU is measured against, on the peer's threads
+  // (and below, the step's own matmuls at their shapes on our threads).
   torch::set_num_threads(o.threads);
   const double floor_docs_per_s = MeasureMatmulPeak(ComputeDevice{}, /*bf16=*/false) / flops_per_doc;
-  torch::set_num_threads(o.torch_threads);
-  const auto docs_per_batch =
-      static_cast<int64_t>(double(m.rows()) / double(m.group_stats.groups) * o.batch);
-  const double shape_floor_docs_per_s = MatmulAtShapeDocsPerS(model, docs_per_batch);
 
   const fs::path torch_peer = o.peers / "ranker_pytorch.py",
                  xgb_peer = o.peers / "ranker_xgboost.py";
@@ -174,7 +170,11 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
       {}};
   t.rows.push_back({"ranker training", ours.items_per_s, "PyTorch (per-batch loader, SparseAdam)",
                     pt["docs_per_s"].get<double>(), "docs/s"});
-  if (o.device == "cpu") {  // the floor is the CPU's matmul rate
+  if (o.device == "cpu") {  // the floors are the CPU's matmul rates
+    torch::set_num_threads(o.torch_threads);
+    const auto docs_per_batch =
+        static_cast<int64_t>(double(m.rows()) / double(m.group_stats.groups) * o.batch);
+    const double shape_floor_docs_per_s = MatmulAtShapeDocsPerS(model, docs_per_batch);
     t.rows.push_back({"ranker training", ours.items_per_s, "compute floor (matmul peak)",
                       floor_docs_per_s, "docs/s"});
     t.rows.push_back({"ranker training", ours.items_per_s,

@@ -220,7 +220,7 @@ RankLossTerms RankingLossTerms(RankLoss loss, const at::Tensor& scores, const at
                   /*weight=*/{}, /*pos_weight=*/{}, at::Reduction::Sum),
               scores.size(0)};
     case RankLoss::kSoftmax:
-      if (options.fused_cpu && scores.is_cpu() &&
+      if (options.cpu_fused && scores.is_cpu() &&
           (scores.scalar_type() == torch::kFloat || scores.scalar_type() == torch::kDouble)) {
         return FusedSoftmax(scores, labels, offsets);
       }

@@ -88,7 +88,7 @@ TEST(RankLosses, FusedSoftmaxEqualsThePaddedReference) {
     torch::Tensor grads[2];
     for (int fused = 0; fused < 2; ++fused) {
       auto s = base.clone().requires_grad_(true);
-      terms[fused] = RankingLossTerms(RankLoss::kSoftmax, s, y, o, {.fused_cpu = fused == 1});
+      terms[fused] = RankingLossTerms(RankLoss::kSoftmax, s, y, o, {.cpu_fused = fused == 1});
       terms[fused].sum.backward();
       grads[fused] = s.grad().to(torch::kDouble);
     }

@@ -303,7 +303,6 @@ struct Ranker::Impl {
       }
     }
     at::Tensor inverse = torch::empty({columns, n}, torch::kInt);
-    std::vector<at::Tensor> rows;
     for (int64_t c = 0; c < columns; ++c) {
       const at::Tensor& table = tables[size_t(c)];
       const UniqueIds u = UniqueColumn(ids, n, columns, c, table.size(0));

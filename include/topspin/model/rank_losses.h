@@ -38,7 +38,7 @@ struct RankLossOptions {
   // softmax on the CPU (float or double scores): one pass over each list
   // with the gradient computed alongside; false pads to [B, L] like every
   // other device (the reference the fused pass is tested against).
-  bool fused_cpu = true;
+  bool cpu_fused = true;
 };
 
 // The loss of a batch is sum / count, with count the terms it averages:
