@@ -117,6 +117,11 @@ expect 0 '"group_column": "qid"' -- "$bin" inspect "$tmp/inf-letor" --json
 # The pipeline command runs the demo features over the converted data, and
 # explains a misspelt column and a missing dataset.
 expect 0 "docs/s" -- "$bin" pipeline demo --set data.train="$tmp/ds" --epochs 2
+expect 0 "open in ui.perfetto.dev" -- "$bin" pipeline demo --set data.train="$tmp/ds" \
+  --trace "$tmp/pipeline-trace.json"
+grep -q '"decode"' "$tmp/pipeline-trace.json" && grep -q '"wait for batch"' "$tmp/pipeline-trace.json" &&
+  echo "ok: pipeline trace has the stages and the consumer's waits" ||
+  { echo "FAIL: pipeline trace lacks stages or waits"; failures=$((failures + 1)); }
 expect 2 'did you mean \"price\"' -- "$bin" pipeline demo --set data.train="$tmp/ds" \
   --set 'pipeline.dense=["pricee: log1p"]'
 expect 2 "data.train is not set" -- "$bin" pipeline demo

@@ -1,4 +1,5 @@
-// topspin pipeline CONFIG [--set k=v]... [--epochs N] [--batches N] [--valid]:
+// topspin pipeline CONFIG [--set k=v]... [--epochs N] [--batches N] [--valid]
+// [--trace FILE]:
 // runs the config's input pipeline alone (no model) and reports the
 // features, the first list, throughput, stage utilisation and the data
 // stall a trainer would see. "demo" as CONFIG is the embedded demo config.
@@ -34,6 +35,9 @@ void RegisterPipeline(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batches", args.report.max_batches, "stop after this many batches (0: all)")
       ->capture_default_str();
+  cmd->add_option("--trace", args.report.trace,
+                  "write a Chrome/Perfetto trace of each worker's read, decode, transform and "
+                  "assemble, and of the consumer's waits");
   cmd->add_flag("--valid", args.valid, "read data.valid instead of data.train");
   cmd->callback([] {
     const Config config = args.path == "demo"

@@ -8,6 +8,7 @@
 #include "topspin/core/files.h"
 #include "topspin/core/progress.h"
 #include "topspin/perf/memory.h"
+#include "topspin/perf/trace.h"
 #include "topspin/pipeline/pipeline.h"
 #include "topspin/pipeline/pipeline_config.h"
 
@@ -40,6 +41,8 @@ nlohmann::json RunPipelineReport(const Config& config, const PipelineReportOptio
   PipelineOptions options = PipelineOptionsFrom(settings);
   options.max_epochs = o.epochs;
   const RankingSpec spec = RankingSpecFrom(settings, o.dataset_key);
+  TraceRecorder trace;
+  if (!o.trace.empty()) options.trace = &trace;
   const auto start = std::chrono::steady_clock::now();
   Pipeline p(spec, options);
   const BatchLayout& layout = p.layout();
@@ -84,6 +87,10 @@ nlohmann::json RunPipelineReport(const Config& config, const PipelineReportOptio
              FormatBytes(CurrentRssBytes()), FormatBytes(s.cache_resident_bytes), s.cache_loads,
              s.cache_hits);
   if (s.skipped_units > 0) fmt::print("skipped       {} damaged row groups\n", s.skipped_units);
+  if (!o.trace.empty()) {
+    trace.Write(o.trace);
+    fmt::print("trace         {} ({} spans; open in ui.perfetto.dev)\n", o.trace, trace.size());
+  }
   return {{"batches", batches},
           {"docs", docs},
           {"seconds", seconds},

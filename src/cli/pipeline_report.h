@@ -16,6 +16,7 @@ struct PipelineReportOptions {
   uint64_t epochs = 1;
   uint64_t max_batches = 0;  // 0: all batches of `epochs`
   bool show_batch = true;    // print the first list of the first batch
+  std::string trace;         // when set: a Perfetto trace of every stage and Next() wait
 };
 
 // Prints the features, a progress line, throughput, stage utilisation and

@@ -7,20 +7,40 @@
 
 namespace topspin::large_array_internal {
 
-constexpr size_t kHugePage = size_t{2} << 20;
+namespace {
+
+constexpr size_t kMapped = size_t{2} << 20;  // from here on, arrays are mapped and populated
+constexpr size_t kPage = 4096;
+
+// Linux 5.14 and later; older kernels refuse it and pages fault on first touch.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+size_t MappedBytes(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+}  // namespace
 
 void* Allocate(size_t bytes) {
-  const bool huge = bytes >= kHugePage;
-  const size_t align = huge ? kHugePage : 64;
-  const size_t rounded = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  if (huge) (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
+  if (bytes < kMapped) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+  const size_t mapped = MappedBytes(bytes);
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  (void)madvise(p, mapped, MADV_POPULATE_WRITE);  // advice only: failure is harmless
   return p;
 }
 
-void Free(void* p) {
-  std::free(p);
+void Free(void* p, size_t bytes) {
+  if (p == nullptr) return;
+  if (bytes < kMapped) {
+    std::free(p);
+  } else {
+    (void)munmap(p, MappedBytes(bytes));
+  }
 }
 
 }  // namespace topspin::large_array_internal

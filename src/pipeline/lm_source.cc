@@ -94,7 +94,8 @@ class LanguageModelSource final : public Source {
     }
   }
 
-  std::shared_ptr<const Unit> Load(size_t u, Table&, StageClock& clock) const override {
+  std::shared_ptr<const Unit> Load(size_t u, Table&, StageClock& clock,
+                                   LoadHelpers&) const override {
     const UnitPlace& p = places_[u];
     const ShardReader& shard = reader_.shard(p.shard);
     clock.Lap(kRead, shard.VerifyRowGroup(p.row_group, column_));

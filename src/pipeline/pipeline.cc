@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -84,6 +85,16 @@ struct Pipeline::Impl {
   struct WorkerCounters {
     std::atomic<uint64_t> busy_ns{0}, wait_input_ns{0}, wait_output_ns{0};
   };
+  // A load's pieces (LoadHelpers::For), on the help board while it runs.
+  struct HelpJob {
+    Stage stage;
+    size_t n;
+    const std::function<void(size_t)>* fn;
+    std::atomic<size_t> next{0}, finished{0};
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;  // the first piece's that threw; guarded by `mu`
+  };
+  class Helpers;
 
   Impl(std::unique_ptr<Source> src, const PipelineOptions& o, const PipelineState& start);
   void Start(const std::weak_ptr<Impl>& self);
@@ -91,10 +102,14 @@ struct Pipeline::Impl {
 
   // ---- workers ----
   void WorkerLoop(size_t w);
-  void PlanLocked();
+  void Plan(std::unique_lock<std::mutex>& lock);  // called and returns with the lock held
   bool ClaimAssembleLocked(AssembleJob& job);
+  // Assembles a claimed job on worker w (without the lock); returns the rows written.
+  uint64_t RunAssemble(AssembleJob& job, size_t w);
   void FinishAssembleLocked(AssembleJob& job, uint64_t rows);
   bool ClaimLoadLocked(size_t& unit);
+  std::shared_ptr<HelpJob> ClaimHelpLocked();
+  void RunPieces(HelpJob& job, size_t w, bool timed);
   void FinishLoadLocked(size_t unit, std::shared_ptr<const Unit> loaded, std::exception_ptr error);
   void Release(size_t unit);
   void EvictLocked(size_t need);
@@ -115,6 +130,7 @@ struct Pipeline::Impl {
   std::vector<std::unique_ptr<WorkerCounters>> worker_counters;
   std::vector<std::thread> threads;
   std::vector<int> trace_tracks;  // per worker, when opt.trace is set
+  int consumer_track = 0;         // Next()'s waits, when opt.trace is set
   Clock::time_point created = Clock::now();
 
   mutable std::mutex mu;
@@ -127,10 +143,13 @@ struct Pipeline::Impl {
   // Planning: the next batch to plan.
   uint64_t plan_epoch, plan_index, next_seq = 0;
   bool plan_done = false;
+  bool planning = false;  // a worker is computing plans without the lock
   std::deque<Planned> pending;  // planned, not yet claimed, by seq
   // Units.
   std::unordered_map<size_t, Entry> entries;
   std::deque<size_t> load_queue;
+  std::vector<std::shared_ptr<HelpJob>> help;  // loads' pieces idle workers may run
+  std::condition_variable help_cv;             // a load waits here for its last pieces
   std::list<size_t> lru;  // ready units no planned batch uses; front = least recent
   size_t resident_bytes = 0, unit_estimate = 0;
   uint64_t cache_loads = 0, cache_hits = 0, skipped_units = 0;
@@ -204,6 +223,7 @@ void Pipeline::Impl::Start(const std::weak_ptr<Impl>& self) {
     trace_tracks.push_back(
         opt.trace ? opt.trace->Track(fmt::format("rank {} loader {}", opt.rank, w)) : 0);
   }
+  if (opt.trace) consumer_track = opt.trace->Track(fmt::format("rank {} Next() waits", opt.rank));
   for (int w = 0; w < opt.threads; ++w) {
     threads.emplace_back([this, w] { WorkerLoop(static_cast<size_t>(w)); });
   }
@@ -223,45 +243,67 @@ void Pipeline::Impl::Stop() {
 
 // ---- planning ------------------------------------------------------------------
 
-void Pipeline::Impl::PlanLocked() {
-  const uint64_t lookahead = static_cast<uint64_t>(active_prefetch + active_threads);
+// Plans batches up to the lookahead. A batch's samples cost tens of Philox
+// calls each (the keyed permutation), so one planner at a time computes
+// them without the lock, and the plans then join `pending` in order;
+// under the lock, planning serialised the workers.
+void Pipeline::Impl::Plan(std::unique_lock<std::mutex>& lock) {
   const uint64_t n = source->samples();
-  while (!plan_done && next_seq < consume_seq + lookahead) {
-    Planned p{.seq = next_seq, .epoch = plan_epoch, .index = plan_index};
-    const uint64_t base = plan_index * opt.batch_size;
-    for (uint64_t pos = base + slice.begin; pos < base + slice.end && pos < n; ++pos) {
-      p.samples.push_back(order.At(plan_epoch, pos));
-      source->UnitsOf(plan_epoch, p.samples.back(), p.units);
-    }
-    std::sort(p.units.begin(), p.units.end());
-    p.units.erase(std::unique(p.units.begin(), p.units.end()), p.units.end());
-    for (size_t u : p.units) {
-      auto [it, inserted] = entries.try_emplace(u);
-      Entry& e = it->second;
-      if (inserted) {
-        e.first_seq = p.seq;
-        load_queue.push_back(u);
-      } else if (e.state == UnitState::kReady) {
-        ++cache_hits;
-      }
-      if (e.in_lru) {
-        lru.erase(e.lru);
-        e.in_lru = false;
-      }
-      ++e.refs;
-      if (e.state == UnitState::kQueued || e.state == UnitState::kLoading) {
-        ++p.missing;
-        e.waiters.push_back(p.seq);
+  while (!planning && !plan_done &&
+         next_seq < consume_seq + static_cast<uint64_t>(active_prefetch + active_threads)) {
+    planning = true;
+    std::vector<Planned> plans;
+    uint64_t epoch = plan_epoch, index = plan_index;
+    bool done = false;
+    const uint64_t wanted =
+        consume_seq + static_cast<uint64_t>(active_prefetch + active_threads) - next_seq;
+    for (uint64_t k = 0; k < wanted && !done; ++k) {
+      plans.push_back(Planned{.seq = next_seq + k, .epoch = epoch, .index = index});
+      if (++index == bpe) {
+        index = 0;
+        ++epoch;
+        done = opt.max_epochs != 0 && epoch >= opt.max_epochs;
       }
     }
-    unfinished.insert(p.seq);
-    pending.push_back(std::move(p));
-    ++next_seq;
-    if (++plan_index == bpe) {
-      plan_index = 0;
-      ++plan_epoch;
-      plan_done = opt.max_epochs != 0 && plan_epoch >= opt.max_epochs;
+    lock.unlock();
+    for (Planned& p : plans) {
+      const uint64_t base = p.index * opt.batch_size;
+      for (uint64_t pos = base + slice.begin; pos < base + slice.end && pos < n; ++pos) {
+        p.samples.push_back(order.At(p.epoch, pos));
+        source->UnitsOf(p.epoch, p.samples.back(), p.units);
+      }
+      std::sort(p.units.begin(), p.units.end());
+      p.units.erase(std::unique(p.units.begin(), p.units.end()), p.units.end());
     }
+    lock.lock();
+    for (Planned& p : plans) {
+      for (size_t u : p.units) {
+        auto [it, inserted] = entries.try_emplace(u);
+        Entry& e = it->second;
+        if (inserted) {
+          e.first_seq = p.seq;
+          load_queue.push_back(u);
+        } else if (e.state == UnitState::kReady) {
+          ++cache_hits;
+        }
+        if (e.in_lru) {
+          lru.erase(e.lru);
+          e.in_lru = false;
+        }
+        ++e.refs;
+        if (e.state == UnitState::kQueued || e.state == UnitState::kLoading) {
+          ++p.missing;
+          e.waiters.push_back(p.seq);
+        }
+      }
+      unfinished.insert(p.seq);
+      pending.push_back(std::move(p));
+    }
+    next_seq += plans.size();
+    plan_epoch = epoch;
+    plan_index = index;
+    plan_done = done;
+    planning = false;
   }
 }
 
@@ -287,6 +329,25 @@ bool Pipeline::Impl::ClaimAssembleLocked(AssembleJob& job) {
     return true;
   }
   return false;
+}
+
+uint64_t Pipeline::Impl::RunAssemble(AssembleJob& job, size_t w) {
+  uint64_t written = 0;
+  if (!job.error) {
+    StageClock clock(stages, worker_counters[w]->busy_ns, opt.trace, trace_tracks[w]);
+    try {
+      job.batch->epoch = job.plan.epoch;
+      job.batch->index = job.plan.index;
+      written = source->Assemble(job.plan.epoch, job.plan.samples, job.units, *job.batch);
+      InjectFault("loader.batch");
+      clock.Lap(kAssemble, job.batch->FilledBytes());
+    } catch (...) {
+      job.error = std::current_exception();
+      job.batch.reset();  // back to the pool before taking the lock
+    }
+  }
+  job.units.units.clear();
+  return written;
 }
 
 void Pipeline::Impl::FinishAssembleLocked(AssembleJob& job, uint64_t rows_written) {
@@ -370,6 +431,77 @@ void Pipeline::Impl::FinishLoadLocked(size_t u, std::shared_ptr<const Unit> load
   e.waiters.clear();
 }
 
+// ---- sharing a load with idle workers ----------------------------------------------
+
+class Pipeline::Impl::Helpers final : public LoadHelpers {
+ public:
+  Helpers(Impl& impl, size_t w) : impl_(impl), w_(w) {}
+  void For(Stage stage, size_t n, const std::function<void(size_t)>& fn) override {
+    auto job = std::make_shared<HelpJob>();
+    job->stage = stage;
+    job->n = n;
+    job->fn = &fn;
+    // Worth publishing only when another worker could be idle. The caller
+    // times its own pieces through its StageClock, not here.
+    bool shared = false;
+    if (n > 1) {
+      std::lock_guard lock(impl_.mu);
+      shared = impl_.active_threads > 1;
+      if (shared) {
+        impl_.help.push_back(job);
+        impl_.work_cv.notify_all();
+      }
+    }
+    impl_.RunPieces(*job, w_, /*timed=*/false);
+    if (shared) {
+      std::unique_lock lock(impl_.mu);
+      impl_.help_cv.wait(lock, [&] { return job->finished.load() == n; });
+      std::erase(impl_.help, job);
+    }
+    if (job->error) std::rethrow_exception(job->error);
+  }
+
+ private:
+  Impl& impl_;
+  size_t w_;
+};
+
+std::shared_ptr<Pipeline::Impl::HelpJob> Pipeline::Impl::ClaimHelpLocked() {
+  for (const auto& job : help) {
+    if (job->next.load() < job->n) return job;
+  }
+  return nullptr;
+}
+
+void Pipeline::Impl::RunPieces(HelpJob& job, size_t w, bool timed) {
+  const auto start = Clock::now();
+  size_t ran = 0;
+  for (size_t i; (i = job.next++) < job.n; ++ran) {
+    if (job.failed.load()) continue;  // a piece failed: the load fails, skip the rest
+    try {
+      (*job.fn)(i);
+    } catch (...) {
+      std::lock_guard lock(mu);
+      if (!job.error) job.error = std::current_exception();
+      job.failed = true;
+    }
+  }
+  if (timed && ran > 0) {  // a helper: its time counts to the load's stage
+    const uint64_t ns = NanosSince(start);
+    stages.busy_ns[job.stage] += ns;
+    worker_counters[w]->busy_ns += ns;
+    if (opt.trace != nullptr) {
+      const double secs = double(ns) * 1e-9;
+      opt.trace->Complete(trace_tracks[w], fmt::format("{} (helping)", kStageNames[job.stage]),
+                          "loader", opt.trace->Now() - secs, secs);
+    }
+  }
+  if (ran > 0 && (job.finished += ran) == job.n) {
+    std::lock_guard lock(mu);
+    help_cv.notify_all();
+  }
+}
+
 // ---- the worker loop -----------------------------------------------------------------
 
 void Pipeline::Impl::WorkerLoop(size_t w) {
@@ -381,25 +513,11 @@ void Pipeline::Impl::WorkerLoop(size_t w) {
       work_cv.wait(lock);
       continue;
     }
-    PlanLocked();
+    Plan(lock);
     AssembleJob job;
     if (ClaimAssembleLocked(job)) {
       lock.unlock();
-      uint64_t written = 0;
-      if (!job.error) {
-        StageClock clock(stages, counters.busy_ns, opt.trace, trace_tracks[w]);
-        try {
-          job.batch->epoch = job.plan.epoch;
-          job.batch->index = job.plan.index;
-          written = source->Assemble(job.plan.epoch, job.plan.samples, job.units, *job.batch);
-          InjectFault("loader.batch");
-          clock.Lap(kAssemble, job.batch->FilledBytes());
-        } catch (...) {
-          job.error = std::current_exception();
-          job.batch.reset();  // back to the pool before taking the lock
-        }
-      }
-      job.units.units.clear();
+      const uint64_t written = RunAssemble(job, w);
       lock.lock();
       FinishAssembleLocked(job, written);
       work_cv.notify_all();
@@ -411,14 +529,21 @@ void Pipeline::Impl::WorkerLoop(size_t w) {
       std::shared_ptr<const Unit> loaded;
       std::exception_ptr error;
       StageClock clock(stages, counters.busy_ns, opt.trace, trace_tracks[w]);
+      Helpers helpers(*this, w);
       try {
-        loaded = source->Load(unit, scratch, clock);
+        loaded = source->Load(unit, scratch, clock, helpers);
       } catch (...) {
         error = std::current_exception();
       }
       lock.lock();
       FinishLoadLocked(unit, std::move(loaded), error);
       work_cv.notify_all();
+      continue;
+    }
+    if (const auto job = ClaimHelpLocked()) {  // a load in progress has pieces left
+      lock.unlock();
+      RunPieces(*job, w, /*timed=*/true);
+      lock.lock();
       continue;
     }
     // Nothing to do: either the ready queue is full (the consumer is
@@ -446,7 +571,12 @@ BatchPtr Pipeline::Impl::Next() {
   if (plan_done && consume_seq == next_seq) return BatchPtr(nullptr, BatchReturn{nullptr});
   const auto t = Clock::now();
   consumer_cv.wait(lock, [&] { return stop || ready.count(consume_seq) != 0; });
-  consumer_wait_ns += NanosSince(t);
+  const uint64_t waited = NanosSince(t);
+  consumer_wait_ns += waited;
+  if (opt.trace != nullptr && waited > 0) {
+    const double secs = double(waited) * 1e-9;
+    opt.trace->Complete(consumer_track, "wait for batch", "loader", opt.trace->Now() - secs, secs);
+  }
   if (stop) throw InternalError("the pipeline stopped while a batch was awaited");
   NoteReadyChangeLocked();
   auto node = ready.extract(consume_seq);

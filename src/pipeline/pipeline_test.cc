@@ -440,6 +440,48 @@ TEST(Pipeline, ADamagedRowGroupFailsInTheConsumerOrIsSkipped) {
   EXPECT_GT(lists, 200u);
 }
 
+// One row group of ~9,000 rows: with more workers than units, idle workers
+// take the load's columns and blocks of rows (LoadHelpers), so a piece may
+// run, and fail, on any of them. The batches are the same as on one
+// worker, and a damaged chunk still fails the run naming it.
+TEST(Pipeline, OneRowGroupSharedByIdleWorkersGivesTheSameBatchesAndErrors) {
+  testing::TempDir dir;
+  const fs::path one = dir / "one";
+  DatasetWriterOptions w;
+  w.row_group_rows = 1 << 20;
+  WriteShopShards(one, ShopOptions{.queries = 250, .seed = 8, .threads = 1}, w);
+  ASSERT_EQ(DatasetReader(one).shard(0).num_row_groups(), 1u);
+  ASSERT_GT(DatasetReader(one).manifest().rows(), 2 * 4096u);  // three pieces of rows
+  const auto reference = Collect(ShopSpec(one), Options(1));
+  ASSERT_FALSE(reference.empty());
+  for (int threads : {2, 4}) EXPECT_TRUE(Collect(ShopSpec(one), Options(threads)) == reference);
+
+  // Damage the stored bytes of "brand": its checksum fails in the read's
+  // piece for that column, on whichever worker runs it.
+  const fs::path damaged = dir / "damaged";
+  fs::copy(one, damaged);
+  {
+    DatasetReader reader(damaged);
+    const ShardReader& shard = reader.shard(0);
+    const ChunkInfo& info = shard.row_group(0).chunks[shard.ColumnIndex("brand")];
+    std::fstream f(shard.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(info.offset + info.stored_size / 2));
+    f.put('\x5a' ^ static_cast<char>(f.peek()));
+  }
+  for (int threads : {1, 4}) {
+    PipelineOptions o = Options(threads);
+    o.max_epochs = 1;
+    try {
+      Collect(ShopSpec(damaged), o);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kData);
+      EXPECT_NE(e.Message().find("column \"brand\" row group 0"), std::string::npos)
+          << e.Message();
+    }
+  }
+}
+
 TEST(Pipeline, StopsPromptlyMidEpochAndBatchesOutliveIt) {
   PipelineOptions o = Options(4);
   o.prefetch = 8;

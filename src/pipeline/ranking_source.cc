@@ -7,9 +7,11 @@
 // 244), and assembly widens them into the batch.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -131,7 +133,7 @@ class RankingSource final : public Source {
       if (chain.kind == FeatureKind::kSparse) cardinalities_.push_back(chain.cardinality);
     }
     Project();
-    IndexGroups();
+    IndexGroups(options.threads);
     PlanPacking();
   }
 
@@ -153,11 +155,21 @@ class RankingSource final : public Source {
     out.push_back(UnitOf(sample));
   }
 
-  std::shared_ptr<const Unit> Load(size_t u, Table& table, StageClock& clock) const override {
+  std::shared_ptr<const Unit> Load(size_t u, Table& table, StageClock& clock,
+                                   LoadHelpers& helpers) const override {
     const UnitPlace& p = places_[u];
     const ShardReader& shard = reader_.shard(p.shard);
-    clock.Lap(kRead, shard.VerifyRowGroup(p.row_group, columns_));
-    shard.ReadRowGroupInto(p.row_group, columns_, table, /*verify=*/false);
+    // Column by column, so that idle workers can take columns.
+    std::atomic<uint64_t> stored{0};
+    helpers.For(kRead, columns_.size(), [&](size_t i) {
+      stored += shard.VerifyRowGroup(p.row_group, std::span(&columns_[i], 1));
+    });
+    clock.Lap(kRead, stored.load());
+    table.columns.resize(columns_.size());
+    helpers.For(kDecode, columns_.size(), [&](size_t i) {
+      table.columns[i] = shard.ReadChunk(p.row_group, columns_[i], /*verify=*/false,
+                                         std::move(table.columns[i]));
+    });
     shard.ReleaseRowGroup(p.row_group);
     uint64_t decoded = 0;
     for (const auto& c : table.columns) decoded += c.values().size() + c.offsets().size_bytes();
@@ -172,16 +184,6 @@ class RankingSource final : public Source {
                       ErrorWhere{.file = shard.path().string(), .field = group_},
                       "the shard changed while reading: restart the run");
     }
-    // The chains write each block of rows straight into the unit's compact
-    // layout: values row-major, missing flags as one byte per row and 8
-    // flags (a plane, in this worker's reused scratch), then packed into
-    // each row's flag bytes. Blocks are small enough that the rows being
-    // written stay in L1.
-    constexpr size_t kBlockRows = 256;
-    thread_local std::vector<int64_t> sparse;
-    thread_local std::vector<uint8_t> planes;
-    sparse.resize(kBlockRows * c);
-    planes.resize(kBlockRows * flag_bytes_);
     unit->values = LargeArray<float>(rows * values_);
     unit->flags = LargeArray<uint8_t>(rows * flag_bytes_);
     if (narrow_ids_) {
@@ -189,32 +191,12 @@ class RankingSource final : public Source {
     } else {
       unit->ids64 = LargeArray<int64_t>(rows * c);
     }
-    for (size_t begin = 0; begin < rows; begin += kBlockRows) {
-      const size_t n = std::min(kBlockRows, rows - begin);
-      std::fill(planes.begin(), planes.end(), uint8_t{0});
-      size_t value = 0, flag = 0, sparse_at = 0;
-      for (size_t i = 0; i < chains_.size(); ++i) {
-        const FeatureChain& chain = chains_[i];
-        const Column& a = table.columns[chain_at_[i][0]];
-        if (chain.kind == FeatureKind::kDense) {
-          uint8_t* plane = nullptr;
-          uint8_t bit = 0;
-          if (chain.width() == 2) {
-            plane = planes.data() + (flag / 8) * kBlockRows;
-            bit = static_cast<uint8_t>(1u << (flag % 8));
-            ++flag;
-          }
-          RunDenseChainCompact(chain, a, begin, n, unit->values.data() + begin * values_ + value,
-                               values_, plane, bit);
-          ++value;
-        } else {
-          const Column* b = chain.columns.size() == 2 ? &table.columns[chain_at_[i][1]] : nullptr;
-          RunSparseChain(chain, a, b, begin, n, sparse.data() + sparse_at, c);
-          ++sparse_at;
-        }
-      }
-      PackFlagsAndIds(planes.data(), kBlockRows, sparse.data(), begin, n, *unit);
-    }
+    // Pieces of 16 blocks of 256 rows, for idle workers to share.
+    constexpr size_t kBlockRows = 256, kPieceRows = 16 * kBlockRows;
+    helpers.For(kTransform, (rows + kPieceRows - 1) / kPieceRows, [&](size_t piece) {
+      TransformRows(table, piece * kPieceRows, std::min(rows, (piece + 1) * kPieceRows),
+                    kBlockRows, *unit);
+    });
     unit->labels = LargeArray<float>(rows);
     if (unlabeled_) {
       std::fill_n(unit->labels.data(), rows, 0.0f);
@@ -255,6 +237,46 @@ class RankingSource final : public Source {
   const std::vector<uint64_t>& sparse_cardinalities() const override { return cardinalities_; }
 
  private:
+  // Rows [first, last) of the decoded `table` through every chain, straight
+  // into `unit`'s compact layout, `block_rows` at a time: values
+  // row-major, missing flags as one byte per row and 8 flags (a plane, in
+  // this thread's reused scratch), then packed into each row's flag bytes.
+  // Blocks are small enough that the rows being written stay in L1.
+  void TransformRows(const Table& table, size_t first, size_t last, size_t block_rows,
+                     RankingUnit& unit) const {
+    const size_t c = sparse_names_.size();
+    thread_local std::vector<int64_t> sparse;
+    thread_local std::vector<uint8_t> planes;
+    sparse.resize(block_rows * c);
+    planes.resize(block_rows * flag_bytes_);
+    for (size_t begin = first; begin < last; begin += block_rows) {
+      const size_t n = std::min(block_rows, last - begin);
+      std::fill(planes.begin(), planes.end(), uint8_t{0});
+      size_t value = 0, flag = 0, sparse_at = 0;
+      for (size_t i = 0; i < chains_.size(); ++i) {
+        const FeatureChain& chain = chains_[i];
+        const Column& a = table.columns[chain_at_[i][0]];
+        if (chain.kind == FeatureKind::kDense) {
+          uint8_t* plane = nullptr;
+          uint8_t bit = 0;
+          if (chain.width() == 2) {
+            plane = planes.data() + (flag / 8) * block_rows;
+            bit = static_cast<uint8_t>(1u << (flag % 8));
+            ++flag;
+          }
+          RunDenseChainCompact(chain, a, begin, n, unit.values.data() + begin * values_ + value,
+                               values_, plane, bit);
+          ++value;
+        } else {
+          const Column* b = chain.columns.size() == 2 ? &table.columns[chain_at_[i][1]] : nullptr;
+          RunSparseChain(chain, a, b, begin, n, sparse.data() + sparse_at, c);
+          ++sparse_at;
+        }
+      }
+      PackFlagsAndIds(planes.data(), block_rows, sparse.data(), begin, n, unit);
+    }
+  }
+
   // Where each dense output is cached, and the id width, from the resolved chains.
   void PlanPacking() {
     uint32_t at = 0;
@@ -300,15 +322,18 @@ class RankingSource final : public Source {
   void Unpack(const RankingUnit& unit, size_t begin, size_t n, float* dense, int64_t* sparse) const {
     const size_t f = dense_names_.size(), c = sparse_names_.size();
     const size_t flags = flag_pos_.size();
-    const auto& lut = FlagBytes();
-    alignas(64) float expanded[kMaxFlagBytes * 8];
-    for (size_t r = begin; r < begin + n; ++r, dense += f) {
-      const float* v = unit.values.data() + r * values_;
-      const uint8_t* bits = unit.flags.data() + r * flag_bytes_;
-      for (size_t b = 0; b < flag_bytes_; ++b) std::memcpy(expanded + 8 * b, lut[bits[b]].data(), 32);
-      if (paired_) {  // every dense chain is (value, flag): one vectorised interleave
-        InterleavePairs(v, expanded, values_, dense);
-      } else {
+    if (paired_) {  // every dense chain is (value, flag): one vectorised pass over the rows
+      InterleavePairRows(unit.values.data() + begin * values_, unit.flags.data() + begin * flag_bytes_,
+                         n, values_, flag_bytes_, dense);
+    } else {
+      const auto& lut = FlagBytes();
+      alignas(64) float expanded[kMaxFlagBytes * 8];
+      for (size_t r = begin; r < begin + n; ++r, dense += f) {
+        const float* v = unit.values.data() + r * values_;
+        const uint8_t* bits = unit.flags.data() + r * flag_bytes_;
+        for (size_t b = 0; b < flag_bytes_; ++b) {
+          std::memcpy(expanded + 8 * b, lut[bits[b]].data(), 32);
+        }
         for (size_t j = 0; j < values_; ++j) dense[value_pos_[j]] = v[j];
         for (size_t i = 0; i < flags; ++i) dense[flag_pos_[i]] = expanded[i];
       }
@@ -325,7 +350,7 @@ class RankingSource final : public Source {
   // each once; chain_at_ etc. index into this projection.
   void Project() {
     const auto at = [&](const std::string& name) {
-      const auto schema = reader_.manifest().schema;
+      const auto& schema = reader_.manifest().schema;
       const auto it = std::find_if(schema.begin(), schema.end(),
                                    [&](const ColumnSpec& s) { return s.name == name; });
       if (it == schema.end()) {
@@ -355,20 +380,46 @@ class RankingSource final : public Source {
   }
 
   // Decodes each row group's group column once to count its groups.
-  void IndexGroups() {
-    first_sample_ = {0};
-    const size_t group_column = columns_[group_at_];
+  // Each row group's rows and groups, from its group column, decoded on
+  // `threads` threads: done before the first batch, so it delays it.
+  void IndexGroups(int threads) {
     for (size_t s = 0; s < reader_.num_shards(); ++s) {
-      const ShardReader& shard = reader_.shard(s);
-      for (size_t rg = 0; rg < shard.num_row_groups(); ++rg) {
-        const Column group = shard.ReadChunk(rg, group_column, /*verify=*/true);
-        places_.push_back({s, rg, group.size()});
-        const auto starts = GroupStarts(group);
-        first_sample_.push_back(first_sample_.back() + starts.size() - 1);
-        for (size_t g = 0; g + 1 < starts.size(); ++g) {
-          max_list_ = std::max<size_t>(max_list_, starts[g + 1] - starts[g]);
+      for (size_t rg = 0; rg < reader_.shard(s).num_row_groups(); ++rg) places_.push_back({s, rg, 0});
+    }
+    struct Found {
+      uint64_t groups = 0;
+      size_t max_list = 0;
+      std::exception_ptr error;
+    };
+    std::vector<Found> found(places_.size());
+    const size_t group_column = columns_[group_at_];
+    std::atomic<size_t> next{0};
+    const auto index = [&] {
+      for (size_t k; (k = next++) < places_.size();) {
+        try {
+          const Column group =
+              reader_.shard(places_[k].shard).ReadChunk(places_[k].row_group, group_column);
+          places_[k].rows = group.size();
+          const auto starts = GroupStarts(group);
+          found[k].groups = starts.size() - 1;
+          for (size_t g = 0; g + 1 < starts.size(); ++g) {
+            found[k].max_list = std::max<size_t>(found[k].max_list, starts[g + 1] - starts[g]);
+          }
+        } catch (...) {
+          found[k].error = std::current_exception();
         }
       }
+    };
+    std::vector<std::thread> helpers;
+    const size_t extra = std::min(places_.size(), static_cast<size_t>(std::max(threads, 1))) - 1;
+    for (size_t t = 0; t < extra; ++t) helpers.emplace_back(index);
+    index();
+    for (auto& h : helpers) h.join();
+    first_sample_ = {0};
+    for (const Found& f : found) {
+      if (f.error) std::rethrow_exception(f.error);  // the first damaged row group, in order
+      first_sample_.push_back(first_sample_.back() + f.groups);
+      max_list_ = std::max(max_list_, f.max_list);
     }
     if (samples() == 0) {
       throw DataError("the dataset has no rows", ErrorWhere{.file = reader_.dir().string()});

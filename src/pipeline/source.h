@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +67,19 @@ class StageClock {
   std::chrono::steady_clock::time_point last_;
 };
 
+// Splits one load into independent pieces (a row group's columns, its
+// blocks of rows) that any worker with nothing else to do may run: without
+// it a dataset of few row groups leaves workers idle while the last loads
+// finish. For(stage, n, fn) runs fn(0) .. fn(n - 1), each exactly once, on
+// the calling worker and on idle ones, charges their time to `stage`, and
+// returns when all have run; it rethrows the first exception one threw
+// (pieces after it are skipped).
+class LoadHelpers {
+ public:
+  virtual ~LoadHelpers() = default;
+  virtual void For(Stage stage, size_t n, const std::function<void(size_t)>& fn) = 0;
+};
+
 // A loaded (transformed) unit; immutable, shared by the batches using it.
 struct Unit {
   virtual ~Unit() = default;
@@ -89,10 +103,11 @@ class Source {
   virtual BatchLayout Layout(size_t max_lists) const = 0;
   // Appends the units sample `sample` of `epoch` needs (in order, no repeats).
   virtual void UnitsOf(uint64_t epoch, uint64_t sample, std::vector<size_t>& out) const = 0;
-  // Reads, decodes and transforms `unit`, lapping `clock` after each stage.
-  // `scratch` is the worker's reused decode table. Throws Error{kData}.
-  virtual std::shared_ptr<const Unit> Load(size_t unit, Table& scratch,
-                                           StageClock& clock) const = 0;
+  // Reads, decodes and transforms `unit`, lapping `clock` after each stage;
+  // may share the work through `helpers`. `scratch` is the worker's reused
+  // decode table. Throws Error{kData}.
+  virtual std::shared_ptr<const Unit> Load(size_t unit, Table& scratch, StageClock& clock,
+                                           LoadHelpers& helpers) const = 0;
   // Fills `batch` (num_lists, num_docs, arrays) with `samples`, in order;
   // samples whose unit is skipped are left out. Returns rows written.
   virtual uint64_t Assemble(uint64_t epoch, std::span<const uint64_t> samples,

@@ -8,6 +8,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "topspin/core/error.h"
 #include "topspin/core/hash.h"
 #include "topspin/core/simd.h"
@@ -287,12 +291,51 @@ void RunDenseChainCompact(const FeatureChain& chain, const Column& column, size_
   }
 }
 
-TOPSPIN_VECTOR_CLONES
-void InterleavePairs(const float* values, const float* flags, size_t n, float* out) {
-  for (size_t j = 0; j < n; ++j) {
-    out[2 * j] = values[j];
-    out[2 * j + 1] = flags[j];
+namespace {
+
+void InterleavePairRowsScalar(const float* values, const uint8_t* flags, size_t rows, size_t n,
+                              size_t flag_bytes, float* out) {
+  for (size_t r = 0; r < rows; ++r, values += n, flags += flag_bytes, out += 2 * n) {
+    for (size_t j = 0; j < n; ++j) {
+      out[2 * j] = values[j];
+      out[2 * j + 1] = static_cast<float>((flags[j >> 3] >> (j & 7)) & 1);
+    }
   }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// Eight pairs at a time: the flag byte is the mask that puts 1.0 in the
+// flag lanes, and one two-source permute interleaves them with the values.
+__attribute__((target("avx512f"))) void InterleavePairRowsAvx512(const float* values,
+                                                                 const uint8_t* flags,
+                                                                 size_t rows, size_t n,
+                                                                 size_t flag_bytes, float* out) {
+  const __m512i pairs = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512 ones = _mm512_set1_ps(1.0f);
+  for (size_t r = 0; r < rows; ++r, values += n, flags += flag_bytes, out += 2 * n) {
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m512 v = _mm512_castps256_ps512(_mm256_loadu_ps(values + j));
+      const __m512 f = _mm512_maskz_mov_ps(static_cast<__mmask16>(flags[j >> 3]), ones);
+      _mm512_storeu_ps(out + 2 * j, _mm512_permutex2var_ps(v, pairs, f));
+    }
+    for (; j < n; ++j) {
+      out[2 * j] = values[j];
+      out[2 * j + 1] = static_cast<float>((flags[j >> 3] >> (j & 7)) & 1);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void InterleavePairRows(const float* values, const uint8_t* flags, size_t rows, size_t n,
+                        size_t flag_bytes, float* out) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return InterleavePairRowsAvx512(values, flags, rows, n, flag_bytes, out);
+#endif
+  InterleavePairRowsScalar(values, flags, rows, n, flag_bytes, out);
 }
 
 TOPSPIN_VECTOR_CLONES

@@ -234,19 +234,25 @@ TEST(Transform, CompactChainWritesTheSameValuesAndOrsTheMissingFlagIntoItsPlane)
   EXPECT_THROW(RunDenseChainCompact(c, x, rows - 1, 2, nullptr, 1, nullptr, 0), Error);
 }
 
-TEST(Transform, InterleavePairsAlternatesValuesAndFlags) {
-  for (const size_t n : {size_t{0}, size_t{1}, size_t{24}, size_t{37}}) {
-    std::vector<float> v(n), f(n), out(2 * n + 1, -7.0f);
-    for (size_t j = 0; j < n; ++j) {
-      v[j] = static_cast<float>(j) + 0.5f;
-      f[j] = static_cast<float>(j % 3 == 0);
+TEST(Transform, InterleavePairRowsAlternatesValuesAndFlagBits) {
+  for (const size_t n : {size_t{1}, size_t{8}, size_t{24}, size_t{37}}) {
+    for (const size_t rows : {size_t{0}, size_t{1}, size_t{5}}) {
+      const size_t flag_bytes = (n + 7) / 8;
+      std::vector<float> v(rows * n);
+      std::vector<uint8_t> bits(rows * flag_bytes);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) + 0.5f;
+      for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint8_t>(37 * i + 11);
+      std::vector<float> out(rows * 2 * n + 1, -7.0f);
+      InterleavePairRows(v.data(), bits.data(), rows, n, flag_bytes, out.data());
+      for (size_t r = 0; r < rows; ++r) {
+        for (size_t j = 0; j < n; ++j) {
+          const float flag = (bits[r * flag_bytes + j / 8] >> (j % 8)) & 1 ? 1.0f : 0.0f;
+          ASSERT_EQ(out[r * 2 * n + 2 * j], v[r * n + j]) << n << " " << r << " " << j;
+          ASSERT_EQ(out[r * 2 * n + 2 * j + 1], flag) << n << " " << r << " " << j;
+        }
+      }
+      EXPECT_EQ(out[rows * 2 * n], -7.0f);  // nothing past the rows
     }
-    InterleavePairs(v.data(), f.data(), n, out.data());
-    for (size_t j = 0; j < n; ++j) {
-      ASSERT_EQ(out[2 * j], v[j]) << n << " " << j;
-      ASSERT_EQ(out[2 * j + 1], f[j]) << n << " " << j;
-    }
-    EXPECT_EQ(out[2 * n], -7.0f);  // nothing past the row
   }
 }
 

@@ -131,7 +131,9 @@ void RunSparseChain(const FeatureChain& chain, const Column& a, const Column* b,
 // Slog1p: sign(x) * ln(1 + |x|), within 1e-6 relative of the exact value;
 // NaN stays NaN, infinities stay infinite.
 void Slog1pInPlace(float* x, size_t n);
-// out[2j] = values[j], out[2j + 1] = flags[j] for j < n: a (value, missing
-// flag) feature row from its cached parts.
-void InterleavePairs(const float* values, const float* flags, size_t n, float* out);
+// (value, missing flag) feature rows from their cached parts: for each of
+// `rows` rows r and j < n, out[r * 2n + 2j] = values[r * n + j] and
+// out[r * 2n + 2j + 1] = bit j % 8 of flags[r * flag_bytes + j / 8] (0 or 1).
+void InterleavePairRows(const float* values, const uint8_t* flags, size_t rows, size_t n,
+                        size_t flag_bytes, float* out);
 }  // namespace topspin
