@@ -1,7 +1,10 @@
 #include "topspin/core/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+
+#include "topspin/core/simd.h"
 
 namespace topspin {
 namespace {
@@ -34,6 +37,39 @@ PhiloxCounter Philox4x32(PhiloxCounter c, PhiloxKey k) {
     c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
   }
   return c;
+}
+
+TOPSPIN_VECTOR_CLONES
+void Philox4x32Word0(const uint32_t* c0_in, uint32_t c1_in, uint32_t c2_in, uint32_t c3_in,
+                     PhiloxKey key, size_t n, uint32_t* out) {
+  // Up to 64 lanes, a multiple of 16: each round is one loop over the
+  // lanes' four words, which the compiler turns into vector multiplies.
+  constexpr size_t kLanes = 64, kWidth = 16;
+  alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+  for (size_t at = 0; at < n; at += kLanes) {
+    const size_t m = std::min(kLanes, n - at), lanes = (m + kWidth - 1) / kWidth * kWidth;
+    for (size_t i = 0; i < lanes; ++i) {
+      c0[i] = i < m ? c0_in[at + i] : 0;
+      c1[i] = c1_in;
+      c2[i] = c2_in;
+      c3[i] = c3_in;
+    }
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int round = 0; round < kRounds; ++round) {
+      if (round > 0) {
+        k0 += kWeyl0;
+        k1 += kWeyl1;
+      }
+      for (size_t i = 0; i < lanes; ++i) {
+        const uint64_t p0 = uint64_t{kMul0} * c0[i], p1 = uint64_t{kMul1} * c2[i];
+        c0[i] = static_cast<uint32_t>(p1 >> 32) ^ c1[i] ^ k0;
+        c1[i] = static_cast<uint32_t>(p1);
+        c2[i] = static_cast<uint32_t>(p0 >> 32) ^ c3[i] ^ k1;
+        c3[i] = static_cast<uint32_t>(p0);
+      }
+    }
+    for (size_t i = 0; i < m; ++i) out[at + i] = c0[i];
+  }
 }
 
 PhiloxStream::PhiloxStream(uint64_t seed, uint64_t stream)

@@ -18,6 +18,20 @@ TEST(Philox4x32, MatchesRandom123KnownAnswers) {
             (PhiloxCounter{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
+TEST(Philox4x32, Word0OverLanesEqualsOneBlockAtATime) {
+  std::vector<uint32_t> c0(100);
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<uint32_t>(i * 2654435761u);
+  c0[0] = 0xffffffffu;
+  std::vector<uint32_t> out(c0.size() + 1, 7);
+  for (const PhiloxKey key : {PhiloxKey{0, 0}, PhiloxKey{0xdeadbeef, 12345}}) {
+    Philox4x32Word0(c0.data(), 3, 0x9abcdef0u, 42, key, c0.size(), out.data());
+    for (size_t i = 0; i < c0.size(); ++i) {
+      ASSERT_EQ(out[i], Philox4x32({c0[i], 3, 0x9abcdef0u, 42}, key)[0]) << i;
+    }
+    EXPECT_EQ(out.back(), 7u);  // nothing past n
+  }
+}
+
 TEST(PhiloxStream, FirstWordsAreTheBlockOfCounterZero) {
   PhiloxStream stream(0, 0);
   const PhiloxCounter block = Philox4x32({0, 0, 0, 0}, {0, 0});

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "topspin/core/error.h"
+#include "topspin/core/simd.h"
 
 namespace topspin {
 namespace {
@@ -219,6 +220,26 @@ std::vector<uint32_t> Column::TokensAt(size_t row) const {
   return out;
 }
 
+namespace column_internal {
+
+size_t CountSetBits(const uint8_t* p, size_t bytes);
+
+// Set bits in `bytes` bytes, eight at a time; compiled with POPCNT where the
+// CPU has it (the baseline x86-64 calls libgcc per word).
+TOPSPIN_VECTOR_CLONES
+size_t CountSetBits(const uint8_t* p, size_t bytes) {
+  size_t n = 0, i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, p + i, 8);
+    n += static_cast<size_t>(std::popcount(word));
+  }
+  for (; i < bytes; ++i) n += static_cast<size_t>(std::popcount(p[i]));
+  return n;
+}
+
+}  // namespace column_internal
+
 Column Column::FromBuffers(ColumnSpec spec, size_t rows, std::vector<uint8_t> validity,
                            std::vector<std::byte> values, std::vector<uint64_t> offsets) {
   Column c(std::move(spec));
@@ -230,9 +251,8 @@ Column Column::FromBuffers(ColumnSpec spec, size_t rows, std::vector<uint8_t> va
                           (rows + 7) / 8));
   }
   size_t nulls = 0;
-  if (!validity.empty()) {  // popcount per byte; bits past the last row do not count
-    size_t valid = 0;
-    for (size_t i = 0; i < rows / 8; ++i) valid += std::popcount(validity[i]);
+  if (!validity.empty()) {  // bits past the last row do not count
+    size_t valid = column_internal::CountSetBits(validity.data(), rows / 8);
     if (rows % 8 != 0) {
       valid += std::popcount(static_cast<uint8_t>(validity[rows / 8] & ((1u << (rows % 8)) - 1)));
     }

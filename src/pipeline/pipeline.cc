@@ -268,10 +268,12 @@ void Pipeline::Impl::Plan(std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     for (Planned& p : plans) {
       const uint64_t base = p.index * opt.batch_size;
-      for (uint64_t pos = base + slice.begin; pos < base + slice.end && pos < n; ++pos) {
-        p.samples.push_back(order.At(p.epoch, pos));
-        source->UnitsOf(p.epoch, p.samples.back(), p.units);
+      const uint64_t first = base + slice.begin, last = std::min(base + slice.end, n);
+      if (first < last) {
+        p.samples.resize(last - first);
+        order.AtMany(p.epoch, first, last - first, p.samples.data());
       }
+      for (uint64_t sample : p.samples) source->UnitsOf(p.epoch, sample, p.units);
       std::sort(p.units.begin(), p.units.end());
       p.units.erase(std::unique(p.units.begin(), p.units.end()), p.units.end());
     }

@@ -96,6 +96,51 @@ uint64_t KeyedPermutation::operator()(uint64_t i) const {
   return i;
 }
 
+void KeyedPermutation::Apply(uint64_t first, size_t count, uint64_t* out) const {
+  if (count == 0) return;
+  CheckIndex(first);
+  CheckIndex(first + count - 1);
+  // Up to 64 lanes of halves: every round runs Philox over all lanes at
+  // once. After each pass of the network a lane whose value is in [0, n)
+  // is done and takes the next input; the others walk on.
+  constexpr size_t kLanes = 64;
+  uint32_t left[kLanes], right[kLanes], f[kLanes];
+  size_t slot[kLanes];
+  size_t m = 0, next = 0;
+  const auto refill = [&] {
+    for (; m < kLanes && next < count; ++m, ++next) {
+      const uint64_t x = first + next;
+      left[m] = static_cast<uint32_t>(x >> half_bits_);
+      right[m] = static_cast<uint32_t>(x) & half_mask_;
+      slot[m] = next;
+    }
+  };
+  refill();
+  while (m > 0) {
+    for (uint32_t r = 0; r < kRounds; ++r) {
+      Philox4x32Word0(right, r, key_[2], key_[3], {key_[0], key_[1]}, m, f);
+      for (size_t k = 0; k < m; ++k) {
+        const uint32_t next_half = left[k] ^ (f[k] & half_mask_);
+        left[k] = right[k];
+        right[k] = next_half;
+      }
+    }
+    size_t walking = 0;
+    for (size_t k = 0; k < m; ++k) {
+      const uint64_t v = (uint64_t{left[k]} << half_bits_) | right[k];
+      if (v < n_) {
+        out[slot[k]] = v;
+      } else {
+        left[walking] = left[k];
+        right[walking] = right[k];
+        slot[walking++] = slot[k];
+      }
+    }
+    m = walking;
+    refill();
+  }
+}
+
 uint64_t KeyedPermutation::Inverse(uint64_t i) const {
   CheckIndex(i);
   do {
@@ -150,6 +195,26 @@ uint64_t SampleOrder::At(uint64_t epoch, uint64_t position) const {
     case ShuffleMode::kNone: return position;
     case ShuffleMode::kGlobal: return KeyedPermutation(n_, seed_, epoch, kGlobalStream)(position);
     case ShuffleMode::kBlock: return BlockAt(epoch, position);
+  }
+  throw InternalError("unhandled shuffle mode");
+}
+
+void SampleOrder::AtMany(uint64_t epoch, uint64_t first, size_t count, uint64_t* out) const {
+  if (count == 0) return;
+  if (first >= n_ || count > n_ - first) {
+    throw InternalError(
+        fmt::format("sample positions [{}, {}) out of [0, {})", first, first + count, n_));
+  }
+  switch (mode_) {
+    case ShuffleMode::kNone:
+      for (size_t k = 0; k < count; ++k) out[k] = first + k;
+      return;
+    case ShuffleMode::kGlobal:
+      KeyedPermutation(n_, seed_, epoch, kGlobalStream).Apply(first, count, out);
+      return;
+    case ShuffleMode::kBlock:
+      for (size_t k = 0; k < count; ++k) out[k] = BlockAt(epoch, first + k);
+      return;
   }
   throw InternalError("unhandled shuffle mode");
 }

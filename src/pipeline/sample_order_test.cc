@@ -67,6 +67,24 @@ TEST(KeyedPermutation, IsABijectionWithAnInverseForManySizes) {
   }
 }
 
+// Apply (the rounds over many inputs at once, cycle walks compacted) gives
+// exactly the values of operator(), for ranges that start anywhere and
+// span several lanes' worth.
+TEST(KeyedPermutation, ApplyEqualsOneAtATime) {
+  for (uint64_t n : kSizes) {
+    const KeyedPermutation perm(n, /*seed=*/7, /*epoch=*/2, /*stream=*/1);
+    for (const auto& [first, count] :
+         {std::pair<uint64_t, uint64_t>{0, n}, {n / 3, n - n / 3}, {n - 1, 1}, {0, 0}}) {
+      std::vector<uint64_t> many(count + 1, ~uint64_t{0});
+      perm.Apply(first, count, many.data());
+      for (uint64_t k = 0; k < count; ++k) ASSERT_EQ(many[k], perm(first + k)) << n << " " << k;
+      EXPECT_EQ(many[count], ~uint64_t{0});  // nothing past the range
+    }
+  }
+  uint64_t out = 0;
+  EXPECT_THROW(KeyedPermutation(10, 1, 0).Apply(5, 6, &out), Error);
+}
+
 TEST(KeyedPermutation, WorksUpToTheLargestSizes) {
   for (uint64_t n : {(uint64_t{1} << 63) + 5, ~uint64_t{0}, uint64_t{1} << 32}) {
     const KeyedPermutation perm(n, 7, 1);
@@ -116,6 +134,22 @@ TEST(SampleOrder, EveryEpochIsAPermutationInEveryMode) {
             << "n " << n << " mode " << ShuffleModeName(options.mode) << " block "
             << options.block_size << " window " << options.window_blocks;
       }
+    }
+  }
+}
+
+TEST(SampleOrder, AtManyEqualsAtInEveryMode) {
+  for (uint64_t n : kSizes) {
+    for (const auto& options : AllModes(42)) {
+      const SampleOrder order(n, options);
+      std::vector<uint64_t> many(n);
+      order.AtMany(1, 0, n, many.data());
+      for (uint64_t p = 0; p < n; ++p) ASSERT_EQ(many[p], order.At(1, p)) << n << " " << p;
+      if (n > 2) {
+        order.AtMany(1, 1, n - 2, many.data());
+        for (uint64_t p = 1; p + 1 < n; ++p) ASSERT_EQ(many[p - 1], order.At(1, p));
+      }
+      EXPECT_THROW(order.AtMany(1, n, 1, many.data()), Error);
     }
   }
 }

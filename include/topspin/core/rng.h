@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace topspin {
@@ -19,6 +20,10 @@ using PhiloxKey = std::array<uint32_t, 2>;
 
 // One Philox4x32-10 block: 4 independent uniform 32-bit words.
 PhiloxCounter Philox4x32(PhiloxCounter counter, PhiloxKey key);
+// Word 0 of Philox4x32({c0[i], c1, c2, c3}, key) for each i < n, into
+// out[i]: the same bits as n calls, computed in vector lanes.
+void Philox4x32Word0(const uint32_t* c0, uint32_t c1, uint32_t c2, uint32_t c3, PhiloxKey key,
+                     size_t n, uint32_t* out);
 
 // A stream of random numbers for one (seed, stream id). Cheap to create;
 // not thread-safe (give each thread its own). Seek() jumps anywhere in O(1).
