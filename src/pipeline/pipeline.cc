@@ -102,7 +102,9 @@ struct Pipeline::Impl {
 
   // ---- workers ----
   void WorkerLoop(size_t w);
-  void Plan(std::unique_lock<std::mutex>& lock);  // called and returns with the lock held
+  // Called and returns with the lock held; true when it dropped the lock
+  // to plan batches.
+  bool Plan(std::unique_lock<std::mutex>& lock);
   bool ClaimAssembleLocked(AssembleJob& job);
   // Assembles a claimed job on worker w (without the lock); returns the rows written.
   uint64_t RunAssemble(AssembleJob& job, size_t w);
@@ -247,8 +249,9 @@ void Pipeline::Impl::Stop() {
 // calls each (the keyed permutation), so one planner at a time computes
 // them without the lock, and the plans then join `pending` in order;
 // under the lock, planning serialised the workers.
-void Pipeline::Impl::Plan(std::unique_lock<std::mutex>& lock) {
+bool Pipeline::Impl::Plan(std::unique_lock<std::mutex>& lock) {
   const uint64_t n = source->samples();
+  bool planned = false;
   while (!planning && !plan_done &&
          next_seq < consume_seq + static_cast<uint64_t>(active_prefetch + active_threads)) {
     planning = true;
@@ -306,7 +309,10 @@ void Pipeline::Impl::Plan(std::unique_lock<std::mutex>& lock) {
     plan_index = index;
     plan_done = done;
     planning = false;
+    planned = true;
   }
+  if (planned) work_cv.notify_all();  // workers that found nothing while we planned
+  return planned;
 }
 
 // ---- assembly ------------------------------------------------------------------
@@ -515,7 +521,9 @@ void Pipeline::Impl::WorkerLoop(size_t w) {
       work_cv.wait(lock);
       continue;
     }
-    Plan(lock);
+    // Planning drops the lock: whatever changed meanwhile (stop, parking)
+    // is seen from the top.
+    if (Plan(lock)) continue;
     AssembleJob job;
     if (ClaimAssembleLocked(job)) {
       lock.unlock();
