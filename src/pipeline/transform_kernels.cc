@@ -291,6 +291,11 @@ void RunDenseChainCompact(const FeatureChain& chain, const Column& column, size_
   }
 }
 
+TOPSPIN_VECTOR_CLONES
+void WidenInt32(const int32_t* in, size_t n, int64_t* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = in[i];
+}
+
 namespace {
 
 void InterleavePairRowsScalar(const float* values, const uint8_t* flags, size_t rows, size_t n,

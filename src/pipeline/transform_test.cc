@@ -256,6 +256,16 @@ TEST(Transform, InterleavePairRowsAlternatesValuesAndFlagBits) {
   }
 }
 
+TEST(Transform, WidenInt32KeepsEveryValue) {
+  const std::vector<int32_t> in = {0, 1, -1, 262143, std::numeric_limits<int32_t>::min(),
+                                   std::numeric_limits<int32_t>::max(), 7, 8, 9, 10, 11, 12, 13,
+                                   14, 15, 16, 17, -18};
+  std::vector<int64_t> out(in.size() + 1, -7);
+  WidenInt32(in.data(), in.size(), out.data());
+  for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], int64_t{in[i]}) << i;
+  EXPECT_EQ(out.back(), -7);
+}
+
 TEST(Transform, Slog1pIsAccurateEverywhere) {
   std::vector<float> xs = {0.0f, -0.0f, 1e-30f, 1e-8f, -1e-8f,  1e-4f,    0.5f, 1,
                            2,    10,    1e6f,   -1e6f, 3.4e38f, -3.4e38f, kInf, -kInf};

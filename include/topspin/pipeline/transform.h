@@ -131,6 +131,8 @@ void RunSparseChain(const FeatureChain& chain, const Column& a, const Column* b,
 // Slog1p: sign(x) * ln(1 + |x|), within 1e-6 relative of the exact value;
 // NaN stays NaN, infinities stay infinite.
 void Slog1pInPlace(float* x, size_t n);
+// out[i] = in[i] for i < n: cached int32 ids into the batch's int64.
+void WidenInt32(const int32_t* in, size_t n, int64_t* out);
 // (value, missing flag) feature rows from their cached parts: for each of
 // `rows` rows r and j < n, out[r * 2n + 2j] = values[r * n + j] and
 // out[r * 2n + 2j + 1] = bit j % 8 of flags[r * flag_bytes + j / 8] (0 or 1).
