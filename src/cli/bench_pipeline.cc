@@ -322,7 +322,14 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
 
   stages.Begin("ours: the shop transform, two epochs; RSS at two sizes and two caches");
   const size_t default_cache = PipelineOptions{}.cache_bytes, small_cache = o.small_cache_mib << 20;
-  const OursResult ours = RunOurs(shards, o, default_cache);
+  // Epoch 1 happens once per pipeline. The peers report their best of two
+  // epochs and the decode limit its best of three passes, so ours is the
+  // best of three fresh pipelines, each filling its cache anew.
+  OursResult ours = RunOurs(shards, o, default_cache);
+  for (int run = 1; run < 3; ++run) {
+    OursResult again = RunOurs(shards, o, default_cache);
+    if (again.epoch_docs_per_s[0] > ours.epoch_docs_per_s[0]) ours = std::move(again);
+  }
   const OursResult ours_small_data = RunOurs(small, o, default_cache);
   const OursResult ours_small_cache = RunOurs(shards, o, small_cache);
   // Block shuffle over 10x the data: memory is bounded by the cache or one
@@ -366,7 +373,8 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
       "pipeline",
       fmt::format(
           "gen shop {} queries ({} docs; RSS also at {} and {} queries, {} docs), batch {} "
-          "queries, {} threads, prefetch {}, global shuffle; 48 dense + 6 sparse outputs. Peers' docs/s (best of {} epochs) in "
+          "queries, {} threads, prefetch {}, global shuffle; 48 dense + 6 sparse outputs; ours "
+          "the best of 3 fresh pipelines. Peers' docs/s (best of {} epochs) in "
           "memory by {}; from Parquet by {}. Check: the peers' transform of our first {} lists "
           "({} docs) equals ours (dense max |diff| {:.2g}, sparse and label mismatches {}, {}). "
           "Our stage busy time over both epochs: {}. LM: {} tokens per epoch, T = {}, batch {}; {}",

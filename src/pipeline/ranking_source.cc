@@ -420,10 +420,12 @@ class RankingSource final : public Source {
     const size_t group_column = columns_[group_at_];
     std::atomic<size_t> next{0};
     const auto index = [&] {
+      Column group;  // reused: each row group's decode lands in memory already touched
       for (size_t k; (k = next++) < places_.size();) {
         try {
-          const Column group =
-              reader_.shard(places_[k].shard).ReadChunk(places_[k].row_group, group_column);
+          group = reader_.shard(places_[k].shard)
+                      .ReadChunk(places_[k].row_group, group_column, /*verify=*/true,
+                                 std::move(group));
           places_[k].rows = group.size();
           const auto starts = GroupStarts(group);
           found[k].groups = starts.size() - 1;
