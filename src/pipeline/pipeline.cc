@@ -105,6 +105,7 @@ struct Pipeline::Impl {
   // Called and returns with the lock held; true when it dropped the lock
   // to plan batches.
   bool Plan(std::unique_lock<std::mutex>& lock);
+  void SamplesOf(uint64_t epoch, uint64_t index, std::vector<uint64_t>& out);
   bool ClaimAssembleLocked(AssembleJob& job);
   // Assembles a claimed job on worker w (without the lock); returns the rows written.
   uint64_t RunAssemble(AssembleJob& job, size_t w);
@@ -146,6 +147,11 @@ struct Pipeline::Impl {
   uint64_t plan_epoch, plan_index, next_seq = 0;
   bool plan_done = false;
   bool planning = false;  // a worker is computing plans without the lock
+  struct Ahead {          // samples of the next batches (SamplesOf); the planner's alone
+    uint64_t epoch = UINT64_MAX, first = 0;
+    std::vector<size_t> starts;  // batch k's samples are [starts[k], starts[k + 1])
+    std::vector<uint64_t> positions, samples;
+  } ahead;
   std::deque<Planned> pending;  // planned, not yet claimed, by seq
   // Units.
   std::unordered_map<size_t, Entry> entries;
@@ -245,12 +251,43 @@ void Pipeline::Impl::Stop() {
 
 // ---- planning ------------------------------------------------------------------
 
+// This rank's samples of batch `index` of `epoch`. The samples of the next
+// kAhead batches of the epoch are computed in one call and kept: the keyed
+// permutation then runs over full vector lanes, where one batch's 64
+// samples leave most lanes idle while the last ones walk. Only the planner
+// (the worker that set `planning`) calls it.
+void Pipeline::Impl::SamplesOf(uint64_t epoch, uint64_t index, std::vector<uint64_t>& out) {
+  constexpr uint64_t kAhead = 16;
+  const uint64_t n = source->samples();
+  const auto range = [&](uint64_t i) {
+    const uint64_t base = i * opt.batch_size;
+    return std::pair{std::min(base + slice.begin, n), std::min(base + slice.end, n)};
+  };
+  const auto batches = [&] { return ahead.starts.empty() ? 0 : ahead.starts.size() - 1; };
+  if (ahead.epoch != epoch || index < ahead.first || index >= ahead.first + batches()) {
+    ahead.epoch = epoch;
+    ahead.first = index;
+    ahead.starts = {0};
+    ahead.positions.clear();
+    for (uint64_t i = index; i < std::min(index + kAhead, bpe); ++i) {
+      const auto [first, last] = range(i);
+      for (uint64_t pos = first; pos < last; ++pos) ahead.positions.push_back(pos);
+      ahead.starts.push_back(ahead.positions.size());
+    }
+    ahead.samples.resize(ahead.positions.size());
+    order.AtMany(epoch, ahead.positions, ahead.samples.data());
+  }
+  const size_t k = index - ahead.first;
+  const size_t begin = ahead.starts[k], end = ahead.starts[k + 1];
+  out.assign(ahead.samples.begin() + static_cast<std::ptrdiff_t>(begin),
+             ahead.samples.begin() + static_cast<std::ptrdiff_t>(end));
+}
+
 // Plans batches up to the lookahead. A batch's samples cost tens of Philox
 // calls each (the keyed permutation), so one planner at a time computes
 // them without the lock, and the plans then join `pending` in order;
 // under the lock, planning serialised the workers.
 bool Pipeline::Impl::Plan(std::unique_lock<std::mutex>& lock) {
-  const uint64_t n = source->samples();
   bool planned = false;
   while (!planning && !plan_done &&
          next_seq < consume_seq + static_cast<uint64_t>(active_prefetch + active_threads)) {
@@ -270,12 +307,7 @@ bool Pipeline::Impl::Plan(std::unique_lock<std::mutex>& lock) {
     }
     lock.unlock();
     for (Planned& p : plans) {
-      const uint64_t base = p.index * opt.batch_size;
-      const uint64_t first = base + slice.begin, last = std::min(base + slice.end, n);
-      if (first < last) {
-        p.samples.resize(last - first);
-        order.AtMany(p.epoch, first, last - first, p.samples.data());
-      }
+      SamplesOf(p.epoch, p.index, p.samples);
       for (uint64_t sample : p.samples) source->UnitsOf(p.epoch, sample, p.units);
       std::sort(p.units.begin(), p.units.end());
       p.units.erase(std::unique(p.units.begin(), p.units.end()), p.units.end());

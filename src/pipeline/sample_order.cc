@@ -96,10 +96,9 @@ uint64_t KeyedPermutation::operator()(uint64_t i) const {
   return i;
 }
 
-void KeyedPermutation::Apply(uint64_t first, size_t count, uint64_t* out) const {
-  if (count == 0) return;
-  CheckIndex(first);
-  CheckIndex(first + count - 1);
+void KeyedPermutation::Apply(std::span<const uint64_t> in, uint64_t* out) const {
+  const size_t count = in.size();
+  for (uint64_t x : in) CheckIndex(x);
   // Up to 64 lanes of halves: every round runs Philox over all lanes at
   // once. After each pass of the network a lane whose value is in [0, n)
   // is done and takes the next input; the others walk on.
@@ -109,7 +108,7 @@ void KeyedPermutation::Apply(uint64_t first, size_t count, uint64_t* out) const 
   size_t m = 0, next = 0;
   const auto refill = [&] {
     for (; m < kLanes && next < count; ++m, ++next) {
-      const uint64_t x = first + next;
+      const uint64_t x = in[next];
       left[m] = static_cast<uint32_t>(x >> half_bits_);
       right[m] = static_cast<uint32_t>(x) & half_mask_;
       slot[m] = next;
@@ -199,21 +198,20 @@ uint64_t SampleOrder::At(uint64_t epoch, uint64_t position) const {
   throw InternalError("unhandled shuffle mode");
 }
 
-void SampleOrder::AtMany(uint64_t epoch, uint64_t first, size_t count, uint64_t* out) const {
-  if (count == 0) return;
-  if (first >= n_ || count > n_ - first) {
-    throw InternalError(
-        fmt::format("sample positions [{}, {}) out of [0, {})", first, first + count, n_));
+void SampleOrder::AtMany(uint64_t epoch, std::span<const uint64_t> positions,
+                         uint64_t* out) const {
+  for (uint64_t p : positions) {
+    if (p >= n_) throw InternalError(fmt::format("sample position {} out of [0, {})", p, n_));
   }
   switch (mode_) {
     case ShuffleMode::kNone:
-      for (size_t k = 0; k < count; ++k) out[k] = first + k;
+      std::copy(positions.begin(), positions.end(), out);
       return;
     case ShuffleMode::kGlobal:
-      KeyedPermutation(n_, seed_, epoch, kGlobalStream).Apply(first, count, out);
+      if (!positions.empty()) KeyedPermutation(n_, seed_, epoch, kGlobalStream).Apply(positions, out);
       return;
     case ShuffleMode::kBlock:
-      for (size_t k = 0; k < count; ++k) out[k] = BlockAt(epoch, first + k);
+      for (size_t k = 0; k < positions.size(); ++k) out[k] = BlockAt(epoch, positions[k]);
       return;
   }
   throw InternalError("unhandled shuffle mode");

@@ -70,19 +70,25 @@ TEST(KeyedPermutation, IsABijectionWithAnInverseForManySizes) {
 // Apply (the rounds over many inputs at once, cycle walks compacted) gives
 // exactly the values of operator(), for ranges that start anywhere and
 // span several lanes' worth.
+// Apply (the rounds over many inputs at once, cycle walks refilled from
+// the inputs) gives exactly the values of operator(), in input order, for
+// runs of inputs and scattered ones, fewer and more than a lane's worth.
 TEST(KeyedPermutation, ApplyEqualsOneAtATime) {
   for (uint64_t n : kSizes) {
     const KeyedPermutation perm(n, /*seed=*/7, /*epoch=*/2, /*stream=*/1);
-    for (const auto& [first, count] :
-         {std::pair<uint64_t, uint64_t>{0, n}, {n / 3, n - n / 3}, {n - 1, 1}, {0, 0}}) {
-      std::vector<uint64_t> many(count + 1, ~uint64_t{0});
-      perm.Apply(first, count, many.data());
-      for (uint64_t k = 0; k < count; ++k) ASSERT_EQ(many[k], perm(first + k)) << n << " " << k;
-      EXPECT_EQ(many[count], ~uint64_t{0});  // nothing past the range
+    std::vector<uint64_t> all(n), scattered;
+    for (uint64_t i = 0; i < n; ++i) all[i] = i;
+    for (uint64_t i = 0; i < 3 * n; ++i) scattered.push_back((i * 7919) % n);
+    for (const auto& in : {all, scattered, std::vector<uint64_t>{n - 1}, std::vector<uint64_t>{}}) {
+      std::vector<uint64_t> out(in.size() + 1, ~uint64_t{0});
+      perm.Apply(in, out.data());
+      for (size_t k = 0; k < in.size(); ++k) ASSERT_EQ(out[k], perm(in[k])) << n << " " << k;
+      EXPECT_EQ(out[in.size()], ~uint64_t{0});  // nothing past the inputs
     }
   }
   uint64_t out = 0;
-  EXPECT_THROW(KeyedPermutation(10, 1, 0).Apply(5, 6, &out), Error);
+  const std::vector<uint64_t> outside = {10};
+  EXPECT_THROW(KeyedPermutation(10, 1, 0).Apply(outside, &out), Error);
 }
 
 TEST(KeyedPermutation, WorksUpToTheLargestSizes) {
@@ -142,14 +148,16 @@ TEST(SampleOrder, AtManyEqualsAtInEveryMode) {
   for (uint64_t n : kSizes) {
     for (const auto& options : AllModes(42)) {
       const SampleOrder order(n, options);
-      std::vector<uint64_t> many(n);
-      order.AtMany(1, 0, n, many.data());
-      for (uint64_t p = 0; p < n; ++p) ASSERT_EQ(many[p], order.At(1, p)) << n << " " << p;
-      if (n > 2) {
-        order.AtMany(1, 1, n - 2, many.data());
-        for (uint64_t p = 1; p + 1 < n; ++p) ASSERT_EQ(many[p - 1], order.At(1, p));
+      std::vector<uint64_t> positions;
+      for (uint64_t p = 0; p < n; ++p) positions.push_back(p);
+      for (uint64_t p = n; p-- > n / 2;) positions.push_back(p);  // and again, backwards
+      std::vector<uint64_t> many(positions.size());
+      order.AtMany(1, positions, many.data());
+      for (size_t k = 0; k < positions.size(); ++k) {
+        ASSERT_EQ(many[k], order.At(1, positions[k])) << n << " " << k;
       }
-      EXPECT_THROW(order.AtMany(1, n, 1, many.data()), Error);
+      const std::vector<uint64_t> outside = {n};
+      EXPECT_THROW(order.AtMany(1, outside, many.data()), Error);
     }
   }
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "topspin/core/error.h"
@@ -47,9 +48,9 @@ class KeyedPermutation {
 
   // The image of i; i < n (Error kInternal otherwise).
   uint64_t operator()(uint64_t i) const;
-  // out[k] = (*this)(first + k) for k < count (first + count <= n): the
-  // same values, the network's rounds run over many inputs at once.
-  void Apply(uint64_t first, size_t count, uint64_t* out) const;
+  // out[k] = (*this)(in[k]) for every k (each in[k] < n): the same
+  // values, the network's rounds run over many inputs at once.
+  void Apply(std::span<const uint64_t> in, uint64_t* out) const;
   // The j with (*this)(j) == i; i < n (Error kInternal otherwise).
   uint64_t Inverse(uint64_t i) const;
 
@@ -118,8 +119,8 @@ class SampleOrder {
   // The sample index at `position` (< n, Error kInternal otherwise) of
   // `epoch`. Every epoch is a permutation of [0, n).
   uint64_t At(uint64_t epoch, uint64_t position) const;
-  // out[k] = At(epoch, first + k) for k < count (first + count <= n).
-  void AtMany(uint64_t epoch, uint64_t first, size_t count, uint64_t* out) const;
+  // out[k] = At(epoch, positions[k]) for every k (each < n).
+  void AtMany(uint64_t epoch, std::span<const uint64_t> positions, uint64_t* out) const;
 
  private:
   uint64_t BlockAt(uint64_t epoch, uint64_t position) const;
