@@ -404,17 +404,36 @@ TEST(Pipeline, ASmallCacheGivesTheSameBatches) {
   EXPECT_EQ(s.workers.size(), 2u);
 }
 
-// Flips one byte inside the first row group's price chunk.
-fs::path DamagedCopy(const testing::TempDir& dir) {
+// A copy of `from` with one byte flipped inside the first row group's
+// `column` chunk.
+fs::path DamagedCopy(const testing::TempDir& dir, const fs::path& from = ShopDir(),
+                     const std::string& column = "price") {
   const fs::path copy = dir / "damaged";
-  fs::copy(ShopDir(), copy);
+  fs::copy(from, copy);
   DatasetReader reader(copy);
   const ShardReader& shard = reader.shard(0);
-  const ChunkInfo& info = shard.row_group(0).chunks[shard.ColumnIndex("price")];
+  const ChunkInfo& info = shard.row_group(0).chunks[shard.ColumnIndex(column)];
   std::fstream f(shard.path(), std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(static_cast<std::streamoff>(info.offset + info.stored_size / 2));
   f.put('\x5a' ^ static_cast<char>(f.peek()));
   return copy;
+}
+
+// The run fails in the consumer with a data error naming the shard, the
+// damaged column and row group 0, and the checksum.
+void ExpectChecksumError(const RankingSpec& spec, const PipelineOptions& o,
+                         const std::string& column) {
+  try {
+    Collect(spec, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kData);
+    EXPECT_NE(e.Message().find("shard-"), std::string::npos) << e.Message();
+    EXPECT_NE(e.Message().find(fmt::format("column \"{}\" row group 0", column)),
+              std::string::npos)
+        << e.Message();
+    EXPECT_NE(e.Message().find("checksum mismatch"), std::string::npos) << e.Message();
+  }
 }
 
 TEST(Pipeline, ADamagedRowGroupFailsInTheConsumerOrIsSkipped) {
@@ -422,15 +441,7 @@ TEST(Pipeline, ADamagedRowGroupFailsInTheConsumerOrIsSkipped) {
   const fs::path damaged = DamagedCopy(dir);
   PipelineOptions o = Options(2, ShuffleMode::kNone);
   o.max_epochs = 1;
-  try {
-    Collect(ShopSpec(damaged), o);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kData);
-    EXPECT_NE(e.Message().find("shard-"), std::string::npos) << e.Message();
-    EXPECT_NE(e.Message().find("column \"price\" row group 0"), std::string::npos) << e.Message();
-    EXPECT_NE(e.Message().find("checksum mismatch"), std::string::npos) << e.Message();
-  }
+  ExpectChecksumError(ShopSpec(damaged), o, "price");
   o.on_error = OnError::kSkip;
   Pipeline p(ShopSpec(damaged), o);
   size_t lists = 0;
@@ -458,27 +469,11 @@ TEST(Pipeline, OneRowGroupSharedByIdleWorkersGivesTheSameBatchesAndErrors) {
 
   // Damage the stored bytes of "brand": its checksum fails in the read's
   // piece for that column, on whichever worker runs it.
-  const fs::path damaged = dir / "damaged";
-  fs::copy(one, damaged);
-  {
-    DatasetReader reader(damaged);
-    const ShardReader& shard = reader.shard(0);
-    const ChunkInfo& info = shard.row_group(0).chunks[shard.ColumnIndex("brand")];
-    std::fstream f(shard.path(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(info.offset + info.stored_size / 2));
-    f.put('\x5a' ^ static_cast<char>(f.peek()));
-  }
+  const fs::path damaged = DamagedCopy(dir, one, "brand");
   for (int threads : {1, 4}) {
     PipelineOptions o = Options(threads);
     o.max_epochs = 1;
-    try {
-      Collect(ShopSpec(damaged), o);
-      FAIL() << "no error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kData);
-      EXPECT_NE(e.Message().find("column \"brand\" row group 0"), std::string::npos)
-          << e.Message();
-    }
+    ExpectChecksumError(ShopSpec(damaged), o, "brand");
   }
 }
 
