@@ -7,7 +7,6 @@
 #include <cstring>
 #include <malloc.h>
 #include <numeric>
-#include <mutex>
 #include <thread>
 #include <string>
 
@@ -21,6 +20,7 @@
 #include "topspin/core/files.h"
 #include "topspin/core/large_array.h"
 #include "topspin/core/rng.h"
+#include "topspin/core/thread_pool.h"
 #include "topspin/data/dataset.h"
 #include "topspin/data/gen_shop.h"
 #include "topspin/perf/memory.h"
@@ -299,33 +299,20 @@ double LoadFloorDocsPerS(const RankingSpec& spec, uint64_t docs, int threads) {
   PipelineOptions options;
   options.threads = threads;
   const auto source = MakeRankingSource(spec, options);
+  ThreadPool pool(static_cast<size_t>(threads));
   double best = 0;
   for (int pass = 0; pass < 3; ++pass) {
     StageCounters counters;
     std::vector<std::shared_ptr<const Unit>> units(source->units());
     std::atomic<size_t> next{0};
-    std::exception_ptr error;
-    std::mutex error_mu;
     const auto start = std::chrono::steady_clock::now();
-    std::vector<std::thread> workers;
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&] {
-        Table table;
-        std::atomic<uint64_t> busy{0};
-        StageClock clock(counters, busy);
-        Serial serial;
-        try {
-          for (size_t u; (u = next++) < units.size();) {
-            units[u] = source->Load(u, table, clock, serial);
-          }
-        } catch (...) {
-          std::lock_guard lock(error_mu);
-          error = std::current_exception();
-        }
-      });
-    }
-    for (auto& w : workers) w.join();
-    if (error) std::rethrow_exception(error);
+    pool.ParallelFor(0, pool.size(), [&](size_t) {
+      Table table;
+      std::atomic<uint64_t> busy{0};
+      StageClock clock(counters, busy);
+      Serial serial;
+      for (size_t u; (u = next++) < units.size();) units[u] = source->Load(u, table, clock, serial);
+    });
     const double s = Seconds(std::chrono::steady_clock::now() - start).count();
     best = std::max(best, static_cast<double>(docs) / s);
   }

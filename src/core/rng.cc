@@ -17,10 +17,14 @@ constexpr uint32_t kWeyl0 = 0x9E3779B9u;  // golden ratio
 constexpr uint32_t kWeyl1 = 0xBB67AE85u;  // sqrt(3) - 1
 constexpr int kRounds = 10;
 
-inline void MulHiLo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
-  const uint64_t product = uint64_t{a} * b;
-  *hi = static_cast<uint32_t>(product >> 32);
-  *lo = static_cast<uint32_t>(product);
+// One Philox round on the counter (c0, c1, c2, c3) with round key (k0, k1).
+inline void PhiloxRound(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
+                        uint32_t k1) {
+  const uint64_t p0 = uint64_t{kMul0} * c0, p1 = uint64_t{kMul1} * c2;
+  c0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+  c1 = static_cast<uint32_t>(p1);
+  c2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+  c3 = static_cast<uint32_t>(p0);
 }
 
 }  // namespace
@@ -31,10 +35,7 @@ PhiloxCounter Philox4x32(PhiloxCounter c, PhiloxKey k) {
       k[0] += kWeyl0;
       k[1] += kWeyl1;
     }
-    uint32_t hi0, lo0, hi1, lo1;
-    MulHiLo(kMul0, c[0], &hi0, &lo0);
-    MulHiLo(kMul1, c[2], &hi1, &lo1);
-    c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
+    PhiloxRound(c[0], c[1], c[2], c[3], k[0], k[1]);
   }
   return c;
 }
@@ -60,13 +61,7 @@ void Philox4x32Word0(const uint32_t* c0_in, uint32_t c1_in, uint32_t c2_in, uint
         k0 += kWeyl0;
         k1 += kWeyl1;
       }
-      for (size_t i = 0; i < lanes; ++i) {
-        const uint64_t p0 = uint64_t{kMul0} * c0[i], p1 = uint64_t{kMul1} * c2[i];
-        c0[i] = static_cast<uint32_t>(p1 >> 32) ^ c1[i] ^ k0;
-        c1[i] = static_cast<uint32_t>(p1);
-        c2[i] = static_cast<uint32_t>(p0 >> 32) ^ c3[i] ^ k1;
-        c3[i] = static_cast<uint32_t>(p0);
-      }
+      for (size_t i = 0; i < lanes; ++i) PhiloxRound(c0[i], c1[i], c2[i], c3[i], k0, k1);
     }
     for (size_t i = 0; i < m; ++i) out[at + i] = c0[i];
   }

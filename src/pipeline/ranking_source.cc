@@ -11,13 +11,13 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "pipeline/source.h"
 #include "topspin/core/error.h"
 #include "topspin/core/large_array.h"
+#include "topspin/core/thread_pool.h"
 #include "topspin/pipeline/transform.h"
 
 namespace topspin::pipeline_internal {
@@ -219,11 +219,7 @@ class RankingSource final : public Source {
     // Where each list is, first; then the copies, each list's first cache
     // lines requested while the one before is copied (lists sit at random
     // places in the cache, so each start would otherwise wait on memory).
-    struct Place {
-      const RankingUnit* unit;
-      size_t begin, n;
-    };
-    thread_local std::vector<Place> places;
+    thread_local std::vector<ListPlace> places;
     places.clear();
     for (uint64_t s : samples) {
       const size_t u = UnitOf(s);
@@ -332,9 +328,14 @@ class RankingSource final : public Source {
     }
   }
 
+  // Where one list's rows are.
+  struct ListPlace {
+    const RankingUnit* unit;
+    size_t begin, n;
+  };
+
   // The first cache lines of a list's rows in each of the unit's arrays.
-  template <typename Place>
-  void Prefetch(const Place& p) const {
+  void Prefetch(const ListPlace& p) const {
     const auto* values = reinterpret_cast<const char*>(p.unit->values.data() + p.begin * values_);
     for (size_t line = 0; line < 4; ++line) __builtin_prefetch(values + 64 * line);
     __builtin_prefetch(p.unit->flags.data() + p.begin * flag_bytes_);
@@ -404,7 +405,6 @@ class RankingSource final : public Source {
     }
   }
 
-  // Decodes each row group's group column once to count its groups.
   // Each row group's rows and groups, from its group column, decoded on
   // `threads` threads: done before the first batch, so it delays it.
   void IndexGroups(int threads) {
@@ -419,7 +419,9 @@ class RankingSource final : public Source {
     std::vector<Found> found(places_.size());
     const size_t group_column = columns_[group_at_];
     std::atomic<size_t> next{0};
-    const auto index = [&] {
+    ThreadPool pool(std::clamp<size_t>(static_cast<size_t>(threads), 1,
+                                       std::max<size_t>(places_.size(), 1)));
+    pool.ParallelFor(0, pool.size(), [&](size_t) {
       Column group;  // reused: each row group's decode lands in memory already touched
       for (size_t k; (k = next++) < places_.size();) {
         try {
@@ -436,12 +438,7 @@ class RankingSource final : public Source {
           found[k].error = std::current_exception();
         }
       }
-    };
-    std::vector<std::thread> helpers;
-    const size_t extra = std::min(places_.size(), static_cast<size_t>(std::max(threads, 1))) - 1;
-    for (size_t t = 0; t < extra; ++t) helpers.emplace_back(index);
-    index();
-    for (auto& h : helpers) h.join();
+    });
     first_sample_ = {0};
     for (const Found& f : found) {
       if (f.error) std::rethrow_exception(f.error);  // the first damaged row group, in order
