@@ -231,32 +231,14 @@ void SparseOptimizer::Step(at::Tensor& table, const at::Tensor& ids, const at::T
     }
     return;
   }
-  float* m = m_.data_ptr<float>();
-  float* v = v_.data_ptr<float>();
-  const auto b1 = static_cast<float>(options_.beta1), b2 = static_cast<float>(options_.beta2);
   const double t = static_cast<double>(steps_);
-  const auto c1 = static_cast<float>(1 / (1 - std::pow(options_.beta1, t)));
-  const auto c2 = static_cast<float>(1 / (1 - std::pow(options_.beta2, t)));
-  // The rows are scattered over tables far larger than the cache: each
-  // row's three lines (weights, m, v) are fetched kAhead rows early.
-  constexpr int64_t kAhead = 8;
-  for (int64_t k = 0; k < u; ++k) {
-    if (k + kAhead < u) {
-      const int64_t next = r[k + kAhead] * e;
-      for (int64_t j = 0; j < e; j += 16) {
-        __builtin_prefetch(w + next + j, 1);
-        __builtin_prefetch(m + next + j, 1);
-        __builtin_prefetch(v + next + j, 1);
-      }
-    }
-    const float* gr = g + k * e;
-    float *wr = w + r[k] * e, *mr = m + r[k] * e, *vr = v + r[k] * e;
-    for (int64_t j = 0; j < e; ++j) {
-      mr[j] = b1 * mr[j] + (1 - b1) * gr[j];
-      vr[j] = b2 * vr[j] + (1 - b2) * gr[j] * gr[j];
-      wr[j] -= flr * mr[j] * c1 / (std::sqrt(vr[j] * c2) + eps);
-    }
-  }
+  const LazyAdamConstants c{.lr = flr,
+                            .beta1 = static_cast<float>(options_.beta1),
+                            .beta2 = static_cast<float>(options_.beta2),
+                            .c1 = static_cast<float>(1 / (1 - std::pow(options_.beta1, t))),
+                            .c2 = static_cast<float>(1 / (1 - std::pow(options_.beta2, t))),
+                            .eps = eps};
+  LazyAdamRowsCpu(w, m_.data_ptr<float>(), v_.data_ptr<float>(), g, r, u, e, c);
 }
 
 std::vector<at::Tensor> SparseOptimizer::state() const {

@@ -6,6 +6,8 @@
 
 #include <ATen/Parallel.h>
 
+#include "topspin/core/simd.h"
+
 namespace topspin {
 namespace {
 
@@ -30,24 +32,60 @@ AdamWConstants AdamWConstants::Make(double lr, double beta1, double beta2, doubl
           .eps = float(eps)};
 }
 
+TOPSPIN_VECTOR_CLONES
+void AdamWRangeCpu(float* __restrict p, float* __restrict g, float* __restrict m,
+                   float* __restrict v, int64_t begin, int64_t end, const AdamWConstants& c) {
+  // The constants in registers: through the reference, every store to the
+  // buffers could alias them, and the loop would reload them per element.
+  const float grad_scale = c.grad_scale, decay = c.decay, beta1 = c.beta1, beta2 = c.beta2,
+              one_minus_beta1 = c.one_minus_beta1, one_minus_beta2 = c.one_minus_beta2,
+              step_size = c.step_size, bc2_sqrt = c.bc2_sqrt, eps = c.eps;
+  for (int64_t i = begin; i < end; ++i) {
+    const float grad = g[i] * grad_scale;
+    const float m1 = beta1 * m[i] + one_minus_beta1 * grad;
+    const float v1 = beta2 * v[i] + one_minus_beta2 * (grad * grad);
+    const float denom = std::sqrt(v1) / bc2_sqrt + eps;
+    p[i] = p[i] * decay - step_size * m1 / denom;
+    m[i] = m1;
+    v[i] = v1;
+    g[i] = 0;
+  }
+}
+
 void AdamWStepCpu(float* params, float* grads, float* m, float* v, int64_t n,
                   const AdamWConstants& c) {
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    float* __restrict p = params;
-    float* __restrict g = grads;
-    float* __restrict mm = m;
-    float* __restrict vv = v;
-    for (int64_t i = begin; i < end; ++i) {
-      const float grad = g[i] * c.grad_scale;
-      const float m1 = c.beta1 * mm[i] + c.one_minus_beta1 * grad;
-      const float v1 = c.beta2 * vv[i] + c.one_minus_beta2 * (grad * grad);
-      const float denom = std::sqrt(v1) / c.bc2_sqrt + c.eps;
-      p[i] = p[i] * c.decay - c.step_size * m1 / denom;
-      mm[i] = m1;
-      vv[i] = v1;
-      g[i] = 0;
-    }
+    AdamWRangeCpu(params, grads, m, v, begin, end, c);
   });
+}
+
+TOPSPIN_VECTOR_CLONES
+void LazyAdamRowsCpu(float* __restrict w, float* __restrict m, float* __restrict v,
+                     const float* __restrict grads, const int64_t* __restrict rows, int64_t u,
+                     int64_t e, const LazyAdamConstants& c) {
+  const float lr = c.lr, b1 = c.beta1, b2 = c.beta2, c1 = c.c1, c2 = c.c2, eps = c.eps;
+  // The rows are scattered over tables far larger than the cache: each
+  // row's lines (weights, m, v) are fetched kAhead rows early.
+  constexpr int64_t kAhead = 8;
+  for (int64_t k = 0; k < u; ++k) {
+    if (k + kAhead < u) {
+      const int64_t next = rows[k + kAhead] * e;
+      for (int64_t j = 0; j < e; j += 16) {
+        __builtin_prefetch(w + next + j, 1);
+        __builtin_prefetch(m + next + j, 1);
+        __builtin_prefetch(v + next + j, 1);
+      }
+    }
+    const float* __restrict gr = grads + k * e;
+    float* __restrict wr = w + rows[k] * e;
+    float* __restrict mr = m + rows[k] * e;
+    float* __restrict vr = v + rows[k] * e;
+    for (int64_t j = 0; j < e; ++j) {
+      mr[j] = b1 * mr[j] + (1 - b1) * gr[j];
+      vr[j] = b2 * vr[j] + (1 - b2) * gr[j] * gr[j];
+      wr[j] -= lr * mr[j] * c1 / (std::sqrt(vr[j] * c2) + eps);
+    }
+  }
 }
 
 double SumOfSquaresCpu(const float* x, int64_t n) {

@@ -34,6 +34,24 @@ struct AdamWConstants {
 void AdamWStepCpu(float* params, float* grads, float* m, float* v, int64_t n,
                   const AdamWConstants& c);
 
+// The same loop over [begin, end) on the calling thread (AdamWStepCpu's task).
+void AdamWRangeCpu(float* p, float* g, float* m, float* v, int64_t begin, int64_t end,
+                   const AdamWConstants& c);
+
+// Lazy Adam's constants for one step t: c1 = 1 / (1 - beta1^t) and
+// c2 = 1 / (1 - beta2^t), taken in double first.
+struct LazyAdamConstants {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, c1 = 1, c2 = 1, eps = 1e-8f;
+};
+
+// Lazy Adam on the u distinct rows `rows` of a [*, e] table w with moments
+// m and v; grads is [u, e], row k the gradient of row rows[k]:
+//   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+//   w -= lr m c1 / (sqrt(v c2) + eps)
+// Rows must be distinct and in range (the caller checks).
+void LazyAdamRowsCpu(float* w, float* m, float* v, const float* grads, const int64_t* rows,
+                     int64_t u, int64_t e, const LazyAdamConstants& c);
+
 // Sum of x[i]^2 in double: one read pass, no temporaries. Blocks of a fixed
 // size are summed in order, so the result is the same for any thread count.
 // Non-finite exactly when some element is (a finite float squared cannot
