@@ -1,5 +1,6 @@
 #include "topspin/data/column.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -327,6 +328,61 @@ Table Table::Empty(const std::vector<ColumnSpec>& schema) {
 
 void Table::AppendRow(const Table& other, size_t row) {
   for (size_t i = 0; i < columns.size(); ++i) columns[i].AppendRow(other.columns[i], row);
+}
+
+namespace {
+
+// Calls start(r) for each row r in [1, size) that begins a new run.
+template <typename Start>
+void ForEachRunStart(const Column& column, Start start) {
+  const size_t rows = column.size();
+  const auto scan = [&](auto value) {
+    if (column.null_count() == 0) {
+      for (size_t r = 1; r < rows; ++r) {
+        if (value(r) != value(r - 1)) start(r);
+      }
+      return;
+    }
+    for (size_t r = 1; r < rows; ++r) {
+      const bool valid = column.IsValid(r);
+      if (valid != column.IsValid(r - 1) || (valid && value(r) != value(r - 1))) start(r);
+    }
+  };
+  switch (column.dtype()) {
+    case DType::kString:
+      scan([&](size_t r) { return column.StringAt(r); });
+      break;
+    case DType::kInt64:
+      scan([v = column.Values<int64_t>()](size_t r) { return v[r]; });
+      break;
+    case DType::kInt32:
+      scan([v = column.Values<int32_t>()](size_t r) { return v[r]; });
+      break;
+    default:
+      scan([&](size_t r) { return column.AsDouble(r); });
+  }
+}
+
+}  // namespace
+
+ColumnRuns CountRuns(const Column& column) {
+  if (column.size() == 0) return {};
+  ColumnRuns out{.runs = 1, .longest = 0};
+  size_t begin = 0;
+  ForEachRunStart(column, [&](size_t r) {
+    out.longest = std::max<uint64_t>(out.longest, r - begin);
+    begin = r;
+    ++out.runs;
+  });
+  out.longest = std::max<uint64_t>(out.longest, column.size() - begin);
+  return out;
+}
+
+std::vector<uint32_t> RunStarts(const Column& column) {
+  std::vector<uint32_t> starts = {0};
+  ForEachRunStart(column, [&](size_t r) { starts.push_back(static_cast<uint32_t>(r)); });
+  if (column.size() > 0) starts.push_back(static_cast<uint32_t>(column.size()));
+  return starts;
 }
 
 }  // namespace topspin

@@ -193,6 +193,14 @@ std::span<const std::byte> ChunkEncoder::Encode(const Column& column, ChunkInfo&
   info.codec = codec;
   info.checksum = Xxh3(scratch_.data(), stored);
   info.null_count = column.null_count();
+  const DType t = column.dtype();
+  if (t == DType::kInt32 || t == DType::kInt64 || t == DType::kString) {
+    const ColumnRuns runs = CountRuns(column);
+    info.runs = runs.runs;
+    info.longest_run = runs.longest;
+  } else {
+    info.runs = info.longest_run = 0;
+  }
   return {scratch_.data(), stored};
 }
 

@@ -230,26 +230,7 @@ TEST(ShardDamage, NewerFormatVersionAsksForAnUpgrade) {
 
 // ---- damage behind a valid checksum (as a fuzzer would craft it) ------------
 
-// Replaces the footer with `mutate(footer JSON)`, keeping the trailer valid.
-void RewriteFooter(const fs::path& path, const std::function<void(nlohmann::json&)>& mutate,
-                   const std::optional<std::string>& raw_text = std::nullopt) {
-  const std::string bytes = testing::ReadBytes(path);
-  const auto trailer = shard_layout::DecodeTrailer(std::as_bytes(std::span(bytes)).last(36));
-  std::string text = bytes.substr(trailer.footer_offset, trailer.footer_size);
-  if (raw_text) {
-    text = *raw_text;
-  } else {
-    nlohmann::json footer = nlohmann::json::parse(text);
-    mutate(footer);
-    text = footer.dump();
-  }
-  const auto tail = shard_layout::EncodeTrailer({.footer_offset = trailer.footer_offset,
-                                                 .footer_size = text.size(),
-                                                 .footer_checksum = Xxh3(text)});
-  testing::WriteBytes(path,
-                      bytes.substr(0, trailer.footer_offset) + text +
-                          std::string(reinterpret_cast<const char*>(tail.data()), tail.size()));
-}
+using testing::RewriteFooter;
 
 struct FooterCase {
   const char* name;
@@ -292,6 +273,17 @@ TEST(ShardDamage, FooterFieldsAreCheckedWithTheirJsonPath) {
       {"nulls", [](json& f) { f["row_groups"][0]["chunks"][0]["null_count"] = 51; },
        "footer: row_groups[0].chunks[0].null_count: 51 nulls in a row group of 50 rows"},
       {"not_object", [](json& f) { f = json::array(); }, "footer: footer: expected an object"},
+      {"runs", [](json& f) { f["row_groups"][0]["chunks"][1]["runs"] = 51; },
+       "footer: row_groups[0].chunks[1].runs: 51 runs in a row group of 50 rows"},
+      {"longest_run",
+       [](json& f) {
+         f["row_groups"][0]["chunks"][1]["runs"] = 10;
+         f["row_groups"][0]["chunks"][1]["longest_run"] = 4;
+       },
+       "footer: row_groups[0].chunks[1].longest_run: a longest run of 4 rows, but 10 runs of 50 "
+       "rows need 5 to 41"},
+      {"half_runs", [](json& f) { f["row_groups"][0]["chunks"][1].erase("longest_run"); },
+       R"(missing field "longest_run")"},
   };
   testing::TempDir dir;
   for (const auto& c : cases) {

@@ -171,7 +171,24 @@ class FooterParser {
     if (!sum) throw Bad(path + ".checksum", "expected 16 lowercase hex digits");
     chunk.checksum = *sum;
     CheckChunkPlacement(chunk, path, rows);
+    if (j.contains("runs") || j.contains("longest_run")) CheckRuns(j, chunk, path, rows);
     return chunk;
+  }
+
+  // Optional, both or neither: 1 <= runs <= rows, and the longest run at
+  // least an even share of the rows and at most what the other runs leave.
+  void CheckRuns(const json& j, ChunkInfo& chunk, const std::string& path, uint64_t rows) {
+    chunk.runs = U64(j, "runs", path);
+    chunk.longest_run = U64(j, "longest_run", path);
+    if (chunk.runs < 1 || chunk.runs > rows) {
+      throw Bad(path + ".runs", fmt::format("{} runs in a row group of {} rows", chunk.runs, rows));
+    }
+    const uint64_t least = (rows + chunk.runs - 1) / chunk.runs, most = rows - chunk.runs + 1;
+    if (chunk.longest_run < least || chunk.longest_run > most) {
+      throw Bad(path + ".longest_run",
+                fmt::format("a longest run of {} rows, but {} runs of {} rows need {} to {}",
+                            chunk.longest_run, chunk.runs, rows, least, most));
+    }
   }
 
   void CheckChunkPlacement(const ChunkInfo& chunk, const std::string& path, uint64_t rows) {
@@ -314,6 +331,10 @@ std::string SerializeFooter(const Footer& footer) {
                         {"codec", CodecName(c.codec)},
                         {"checksum", HexU64(c.checksum)},
                         {"null_count", c.null_count}});
+      if (c.runs > 0) {
+        chunks.back()["runs"] = c.runs;
+        chunks.back()["longest_run"] = c.longest_run;
+      }
     }
     groups.push_back({{"rows", group.rows}, {"chunks", std::move(chunks)}});
   }

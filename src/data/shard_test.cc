@@ -140,6 +140,76 @@ TEST(Shard, EveryDTypeWithNullsEmptyValuesAndOneRowGroups) {
   }
 }
 
+TEST(ColumnRuns, RunsOfEqualValuesWithAdjacentNullsAsOneRun) {
+  Column ints({"q", DType::kInt64});
+  for (int64_t v : {1, 1}) ints.AppendInt(v);
+  ints.AppendNull();
+  ints.AppendNull();
+  for (int64_t v : {2, 2, 2, 1}) ints.AppendInt(v);
+  EXPECT_EQ(RunStarts(ints), (std::vector<uint32_t>{0, 2, 4, 7, 8}));
+  EXPECT_EQ(CountRuns(ints).runs, 4u);
+  EXPECT_EQ(CountRuns(ints).longest, 3u);
+
+  Column strings({"q", DType::kString});  // "" and null are different runs
+  for (const char* v : {"a", "a", ""}) strings.AppendString(v);
+  strings.AppendNull();
+  strings.AppendNull();
+  strings.AppendString("b");
+  EXPECT_EQ(RunStarts(strings), (std::vector<uint32_t>{0, 2, 3, 5, 6}));
+  EXPECT_EQ(CountRuns(strings).runs, 4u);
+  EXPECT_EQ(CountRuns(strings).longest, 2u);
+
+  Column floats({"q", DType::kFloat32}), narrow({"q", DType::kInt32});
+  for (double v : {1.0, 1.0, 1.0, 2.0}) floats.AppendFloat(v);
+  narrow.AppendInt(5);
+  EXPECT_EQ(RunStarts(floats), (std::vector<uint32_t>{0, 3, 4}));
+  EXPECT_EQ(CountRuns(floats).longest, 3u);
+  EXPECT_EQ(CountRuns(narrow).runs, 1u);
+  EXPECT_EQ(CountRuns(narrow).longest, 1u);
+  EXPECT_EQ(RunStarts(Column({"q", DType::kInt64})), std::vector<uint32_t>{0});
+  EXPECT_EQ(CountRuns(Column({"q", DType::kInt64})).runs, 0u);
+}
+
+// The footer records each int32, int64 and string chunk's runs (what a
+// ranking pipeline needs to count lists without decoding), and no others.
+TEST(Shard, TheFooterRecordsRunsOfIntAndStringChunks) {
+  testing::TempDir dir;
+  const std::vector<ColumnSpec> schema = {{"qid", DType::kInt64}, {"name", DType::kString},
+                                          {"n", DType::kInt32},   {"x", DType::kFloat32}};
+  PhiloxStream rng(3);
+  std::vector<Table> groups;
+  for (size_t rows : {1, 40, 333}) {
+    Table t = Table::Empty(schema);
+    for (size_t r = 0; r < rows; ++r) {
+      const uint64_t draw = rng.NextU64();
+      t.columns[0].AppendInt(int64_t(r / (1 + draw % 7)));
+      t.columns[1].AppendString(draw % 3 == 0 ? "x" : "y");
+      if (draw % 5 == 0) {
+        t.columns[2].AppendNull();
+      } else {
+        t.columns[2].AppendInt(int64_t(draw % 2));
+      }
+      t.columns[3].AppendFloat(1.0);
+    }
+    groups.push_back(std::move(t));
+  }
+  for (int level : {0, 3}) {
+    const fs::path path = dir / fmt::format("runs-{}.tshard", level);
+    WriteShard(path, schema, groups, level);
+    const ShardReader reader(path);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t c = 0; c < 3; ++c) {
+        const ColumnRuns want = CountRuns(groups[g].columns[c]);
+        EXPECT_EQ(reader.row_group(g).chunks[c].runs, want.runs) << g << " " << c;
+        EXPECT_EQ(reader.row_group(g).chunks[c].longest_run, want.longest) << g << " " << c;
+        EXPECT_GE(want.runs, 1u);
+      }
+      EXPECT_EQ(reader.row_group(g).chunks[3].runs, 0u);  // float32: not recorded
+      EXPECT_EQ(reader.row_group(g).chunks[3].longest_run, 0u);
+    }
+  }
+}
+
 TEST(Shard, AStoredNanIsAValueNotANull) {
   testing::TempDir dir;
   const std::vector<ColumnSpec> schema = {{"x", DType::kFloat32}, {"y", DType::kFloat64}};
@@ -377,7 +447,7 @@ TEST(Shard, FileLayoutMatchesTheSpecification) {
                   R"({{"name":"title","dtype":"string"}}],"row_groups":[{{"rows":2,"chunks":[)"
                   R"({{"offset":16,"stored_size":73,"raw_size":73,"codec":"none","checksum":"{}",)"
                   R"("null_count":1}},{{"offset":89,"stored_size":90,"raw_size":90,"codec":"none",)"
-                  R"("checksum":"{}","null_count":0}}]}}]}})",
+                  R"("checksum":"{}","null_count":0,"runs":2,"longest_run":1}}]}}]}})",
                   HexU64(Xxh3(b.data() + 16, 73)), HexU64(Xxh3(b.data() + 89, 90))));
   const size_t trailer = b.size() - 36;
   EXPECT_EQ(u64(trailer), 179u);

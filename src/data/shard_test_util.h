@@ -6,13 +6,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "data/shard_layout.h"
+#include "topspin/core/hash.h"
 #include "topspin/core/rng.h"
 #include "topspin/data/column.h"
 #include "topspin/data/dtype.h"
@@ -123,6 +128,29 @@ inline void WriteBytes(const std::filesystem::path& path, const std::string& byt
   std::filesystem::remove(path);
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Replaces the shard's footer with `mutate(footer JSON)` (or with
+// `raw_text`), keeping the trailer valid: damage behind a valid checksum,
+// or a shard as an older writer left it.
+inline void RewriteFooter(const std::filesystem::path& path,
+                          const std::function<void(nlohmann::json&)>& mutate,
+                          const std::optional<std::string>& raw_text = std::nullopt) {
+  const std::string bytes = ReadBytes(path);
+  const auto trailer = shard_layout::DecodeTrailer(std::as_bytes(std::span(bytes)).last(36));
+  std::string text = bytes.substr(trailer.footer_offset, trailer.footer_size);
+  if (raw_text) {
+    text = *raw_text;
+  } else {
+    nlohmann::json footer = nlohmann::json::parse(text);
+    mutate(footer);
+    text = footer.dump();
+  }
+  const auto tail = shard_layout::EncodeTrailer({.footer_offset = trailer.footer_offset,
+                                                 .footer_size = text.size(),
+                                                 .footer_checksum = Xxh3(text)});
+  WriteBytes(path, bytes.substr(0, trailer.footer_offset) + text +
+                       std::string(reinterpret_cast<const char*>(tail.data()), tail.size()));
 }
 
 }  // namespace topspin::testing

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "core/test_util.h"
+#include "data/shard_test_util.h"
 #include "topspin/core/config_schema.h"
 #include "topspin/core/error.h"
 #include "topspin/data/dataset.h"
@@ -474,6 +475,72 @@ TEST(Pipeline, OneRowGroupSharedByIdleWorkersGivesTheSameBatchesAndErrors) {
     PipelineOptions o = Options(threads);
     o.max_epochs = 1;
     ExpectChecksumError(ShopSpec(damaged), o, "brand");
+  }
+}
+
+// A copy of `from` with `mutate(chunk, rows)` applied, in every shard's
+// footer, to each row group's chunk of the group column "qid".
+fs::path CopyWithGroupChunks(const testing::TempDir& dir, const std::string& name,
+                             const std::function<void(nlohmann::json&, uint64_t)>& mutate,
+                             const fs::path& from = ShopDir()) {
+  const fs::path copy = dir / name;
+  fs::copy(from, copy);
+  const DatasetReader reader(copy);
+  const size_t qid = reader.shard(0).ColumnIndex("qid");
+  for (size_t s = 0; s < reader.num_shards(); ++s) {
+    testing::RewriteFooter(reader.shard(s).path(), [&](nlohmann::json& footer) {
+      for (auto& group : footer["row_groups"]) {
+        mutate(group["chunks"][qid], group["rows"].get<uint64_t>());
+      }
+    });
+  }
+  return copy;
+}
+
+// Lists are counted from the footer's runs of the group column; shards
+// from before they were recorded are indexed by decoding it, to the same
+// batches. A footer whose runs disagree with the data fails the run.
+TEST(Pipeline, ListsCountedFromTheFooterOrTheGroupColumnAlike) {
+  testing::TempDir dir;
+  {
+    const DatasetReader reader(ShopDir());
+    const ChunkInfo& qid = reader.shard(0).row_group(0).chunks[reader.shard(0).ColumnIndex("qid")];
+    ASSERT_GT(qid.runs, 1u);  // recorded by the writer
+  }
+  const fs::path old = CopyWithGroupChunks(dir, "old", [](nlohmann::json& chunk, uint64_t) {
+    chunk.erase("runs");
+    chunk.erase("longest_run");
+  });
+  EXPECT_EQ(DatasetReader(old).shard(0).row_group(0).chunks[0].runs, 0u);
+  EXPECT_TRUE(Collect(ShopSpec(old), Options(2)) == Collect(ShopSpec(), Options(2)));
+
+  PipelineOptions o = Options(2);
+  o.max_epochs = 1;
+  const fs::path more = CopyWithGroupChunks(dir, "more", [](nlohmann::json& chunk, uint64_t rows) {
+    const uint64_t runs = chunk["runs"].get<uint64_t>();
+    if (runs + chunk["longest_run"].get<uint64_t>() <= rows) {  // within the footer's checks
+      chunk["runs"] = runs + 1;
+    }
+  });
+  try {
+    Collect(ShopSpec(more), o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kData);
+    EXPECT_NE(e.Message().find("when the pipeline opened it"), std::string::npos)
+        << e.Message();
+    EXPECT_NE(e.Message().find("shard-"), std::string::npos) << e.Message();
+  }
+  const fs::path shorter = CopyWithGroupChunks(dir, "shorter", [](nlohmann::json& chunk, uint64_t rows) {
+    const uint64_t runs = chunk["runs"].get<uint64_t>();
+    chunk["longest_run"] = (rows + runs - 1) / runs;  // the least the footer check lets pass
+  });
+  try {
+    Collect(ShopSpec(shorter), o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kData);
+    EXPECT_NE(e.Message().find("the footer's longest_run"), std::string::npos) << e.Message();
   }
 }
 

@@ -37,32 +37,6 @@ struct UnitPlace {
   uint64_t rows;
 };
 
-// Row offsets where the value of the group column changes.
-std::vector<uint32_t> GroupStarts(const Column& group) {
-  std::vector<uint32_t> starts = {0};
-  const size_t rows = group.size();
-  if (group.dtype() == DType::kString) {
-    for (size_t r = 1; r < rows; ++r) {
-      if (group.StringAt(r) != group.StringAt(r - 1)) starts.push_back(static_cast<uint32_t>(r));
-    }
-  } else if (group.dtype() == DType::kInt64) {
-    const auto v = group.Values<int64_t>();
-    for (size_t r = 1; r < rows; ++r) {
-      if (v[r] != v[r - 1] || group.IsValid(r) != group.IsValid(r - 1)) {
-        starts.push_back(static_cast<uint32_t>(r));
-      }
-    }
-  } else {
-    for (size_t r = 1; r < rows; ++r) {
-      if (group.AsDouble(r) != group.AsDouble(r - 1) || group.IsValid(r) != group.IsValid(r - 1)) {
-        starts.push_back(static_cast<uint32_t>(r));
-      }
-    }
-  }
-  if (rows > 0) starts.push_back(static_cast<uint32_t>(rows));
-  return starts;
-}
-
 constexpr size_t kMaxFlagBytes = 512;  // 4096 missing flags per row
 
 // Byte b of a row's flags as 8 floats (bit i -> element i).
@@ -177,12 +151,23 @@ class RankingSource final : public Source {
 
     auto unit = std::make_shared<RankingUnit>();
     const size_t rows = p.rows, c = sparse_names_.size();
-    unit->group_starts = GroupStarts(table.columns[group_at_]);
+    unit->group_starts = RunStarts(table.columns[group_at_]);
     if (unit->group_starts.size() - 1 != GroupsIn(u)) {
       throw DataError(fmt::format("row group {} now has {} groups, {} when the pipeline opened it",
                                   p.row_group, unit->group_starts.size() - 1, GroupsIn(u)),
                       ErrorWhere{.file = shard.path().string(), .field = group_},
-                      "the shard changed while reading: restart the run");
+                      "the shard changed while reading, or its footer's runs are wrong: restart "
+                      "the run, and if it repeats, convert the data again");
+    }
+    for (size_t g = 0; g + 1 < unit->group_starts.size(); ++g) {
+      const size_t list = unit->group_starts[g + 1] - unit->group_starts[g];
+      if (list > max_list_) {
+        throw DataError(fmt::format("row group {} has a list of {} rows; the footer's longest_run "
+                                    "of its group column said at most {}",
+                                    p.row_group, list, max_list_),
+                        ErrorWhere{.file = shard.path().string(), .field = group_},
+                        "the shard is damaged: convert the data again");
+      }
     }
     unit->values = LargeArray<float>(rows * values_);
     unit->flags = LargeArray<uint8_t>(rows * flag_bytes_);
@@ -405,40 +390,47 @@ class RankingSource final : public Source {
     }
   }
 
-  // Each row group's rows and groups, from its group column, decoded on
-  // `threads` threads: done before the first batch, so it delays it.
+  // Each row group's rows and groups: from the footer where the shard
+  // records its group column's runs, else from the column, decoded on
+  // `threads` threads. Done before the first batch, so it delays it.
   void IndexGroups(int threads) {
-    for (size_t s = 0; s < reader_.num_shards(); ++s) {
-      for (size_t rg = 0; rg < reader_.shard(s).num_row_groups(); ++rg) places_.push_back({s, rg, 0});
-    }
+    const size_t group_column = columns_[group_at_];
     struct Found {
       uint64_t groups = 0;
       size_t max_list = 0;
       std::exception_ptr error;
     };
-    std::vector<Found> found(places_.size());
-    const size_t group_column = columns_[group_at_];
-    std::atomic<size_t> next{0};
-    ThreadPool pool(std::clamp<size_t>(static_cast<size_t>(threads), 1,
-                                       std::max<size_t>(places_.size(), 1)));
-    pool.ParallelFor(0, pool.size(), [&](size_t) {
-      Column group;  // reused: each row group's decode lands in memory already touched
-      for (size_t k; (k = next++) < places_.size();) {
-        try {
-          group = reader_.shard(places_[k].shard)
-                      .ReadChunk(places_[k].row_group, group_column, /*verify=*/true,
-                                 std::move(group));
-          places_[k].rows = group.size();
-          const auto starts = GroupStarts(group);
-          found[k].groups = starts.size() - 1;
-          for (size_t g = 0; g + 1 < starts.size(); ++g) {
-            found[k].max_list = std::max<size_t>(found[k].max_list, starts[g + 1] - starts[g]);
-          }
-        } catch (...) {
-          found[k].error = std::current_exception();
-        }
+    std::vector<Found> found;
+    std::vector<size_t> unrecorded;  // places whose group column must be read
+    for (size_t s = 0; s < reader_.num_shards(); ++s) {
+      for (size_t rg = 0; rg < reader_.shard(s).num_row_groups(); ++rg) {
+        const RowGroupInfo& info = reader_.shard(s).row_group(rg);
+        const ChunkInfo& chunk = info.chunks[group_column];
+        places_.push_back({s, rg, info.rows});
+        found.push_back({.groups = chunk.runs, .max_list = size_t(chunk.longest_run), .error = {}});
+        if (chunk.runs == 0) unrecorded.push_back(places_.size() - 1);
       }
-    });
+    }
+    if (!unrecorded.empty()) {
+      std::atomic<size_t> next{0};
+      ThreadPool pool(std::clamp<size_t>(static_cast<size_t>(threads), 1, unrecorded.size()));
+      pool.ParallelFor(0, pool.size(), [&](size_t) {
+        Column group;  // reused: each row group's decode lands in memory already touched
+        for (size_t i; (i = next++) < unrecorded.size();) {
+          Found& f = found[unrecorded[i]];
+          const UnitPlace& place = places_[unrecorded[i]];
+          try {
+            group = reader_.shard(place.shard)
+                        .ReadChunk(place.row_group, group_column, /*verify=*/true, std::move(group));
+            const ColumnRuns runs = CountRuns(group);
+            f.groups = runs.runs;
+            f.max_list = size_t(runs.longest);
+          } catch (...) {
+            f.error = std::current_exception();
+          }
+        }
+      });
+    }
     first_sample_ = {0};
     for (const Found& f : found) {
       if (f.error) std::rethrow_exception(f.error);  // the first damaged row group, in order

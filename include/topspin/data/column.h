@@ -104,6 +104,17 @@ class Column {
   std::vector<uint64_t> offsets_;  // variable-length types only
 };
 
+// The runs of equal consecutive values of a column: a ranking dataset's
+// lists are the runs of its group column. A null differs from every value
+// and equals the nulls next to it.
+struct ColumnRuns {
+  uint64_t runs = 0;     // 0 only for an empty column
+  uint64_t longest = 0;  // rows in the longest run
+};
+ColumnRuns CountRuns(const Column& column);
+// Where each run begins, and then size(): [runs + 1] row offsets.
+std::vector<uint32_t> RunStarts(const Column& column);
+
 // A set of equally long columns: an import chunk or a row group.
 struct Table {
   std::vector<Column> columns;

@@ -38,6 +38,12 @@ struct ChunkInfo {
   Codec codec = Codec::kNone;
   uint64_t checksum = 0;      // xxh3-64 of the stored bytes
   uint64_t null_count = 0;
+  // The chunk's runs of equal consecutive values (CountRuns), recorded for
+  // int32, int64 and string columns: a ranking dataset's lists per row
+  // group without decoding its group column. 0 when not recorded (older
+  // shards, other dtypes).
+  uint64_t runs = 0;
+  uint64_t longest_run = 0;
 };
 
 struct RowGroupInfo {
