@@ -139,6 +139,7 @@ struct Pipeline::Impl {
   mutable std::mutex mu;
   std::condition_variable work_cv;      // workers wait here
   std::condition_variable consumer_cv;  // Next() waits here
+  bool consumer_waiting = false;        // ... now, for batch consume_seq
   bool stop = false;
   // SetParallelism: workers at or past `active_threads` park; batches are
   // assembled at most `active_prefetch` ahead (both at most their options).
@@ -400,7 +401,9 @@ void Pipeline::Impl::FinishAssembleLocked(AssembleJob& job, uint64_t rows_writte
   unfinished.erase(job.plan.seq);
   for (size_t u : job.plan.units) Release(u);
   NoteReadyChangeLocked();
-  consumer_cv.notify_one();
+  // Only the batch the consumer waits for wakes it: a wake for any other
+  // costs it a switch in and out, on the cores the workers need.
+  if (consumer_waiting && job.plan.seq == consume_seq) consumer_cv.notify_one();
 }
 
 void Pipeline::Impl::Release(size_t u) {
@@ -612,7 +615,9 @@ BatchPtr Pipeline::Impl::Next() {
   if (failure) std::rethrow_exception(failure);
   if (plan_done && consume_seq == next_seq) return BatchPtr(nullptr, BatchReturn{nullptr});
   const auto t = Clock::now();
+  consumer_waiting = true;
   consumer_cv.wait(lock, [&] { return stop || ready.count(consume_seq) != 0; });
+  consumer_waiting = false;
   const uint64_t waited = NanosSince(t);
   consumer_wait_ns += waited;
   if (opt.trace != nullptr && waited > 0) {
