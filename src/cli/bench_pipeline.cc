@@ -396,7 +396,11 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   };
   stages.Begin(fmt::format("language-model windows, T = {}, and the memcpy limit", o.seq_len));
   WriteTokens(tokens, o.lm_tokens, 3);
-  const LmResult lm = RunLanguageModel(tokens, o);
+  LmResult lm = RunLanguageModel(tokens, o);  // the best of 3 fresh pipelines, as for the shop
+  for (int run = 1; run < 3; ++run) {
+    LmResult again = RunLanguageModel(tokens, o);
+    if (again.gbps[0] > lm.gbps[0]) lm = std::move(again);
+  }
   const uint64_t lm_tokens = lm.tokens;
   const double memcpy_gbps = MemcpyGBps(lm_tokens * 4);
 
@@ -417,7 +421,8 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
           "the best of 3 fresh pipelines. Peers' docs/s (best of {} epochs) in "
           "memory by {}; from Parquet by {}. Check: the peers' transform of our first {} lists "
           "({} docs) equals ours (dense max |diff| {:.2g}, sparse and label mismatches {}, {}). "
-          "Our stage busy time over both epochs: {}. LM: {} tokens per epoch, T = {}, batch {}; {}",
+          "Our stage busy time over both epochs: {}. LM (best of 3 fresh pipelines): {} tokens "
+          "per epoch, T = {}, batch {}; {}",
           o.queries, m.rows(), o.queries / 10, o.queries * 10, large_m.rows(), o.batch_queries,
           o.threads, o.prefetch, 2, configs(peer["memory"]),
           configs(peer["parquet"]), verified["lists"].get<int>(), verified["docs"].get<int>(),
