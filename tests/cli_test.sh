@@ -381,6 +381,11 @@ if "$bin" version | grep -q "libtorch  *[0-9]"; then
              --set pipeline.threads=1 --set dist.timeout_s=30 --set optim.warmup_steps=5)
   expect 0 "trained       20 steps" -- "$bin" "${dist_args[@]}" --set train.steps=20 --nproc 2 \
     --run-dir "$tmp/dp2"
+  # await_training DIR: up to 60 s for the run's first metrics line (every
+  # rank is past start-up), not a fixed sleep that a loaded machine outlasts.
+  await_training() {
+    for _ in $(seq 600); do [ -s "$1/metrics.jsonl" ] && return 0; sleep 0.1; done; return 1
+  }
   port=$((20000 + RANDOM % 20000))
   (RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" "${dist_args[@]}" \
     --set train.steps=20 --run-dir "$tmp/tr" >"$tmp/tr1.log" 2>&1 &)
@@ -449,9 +454,10 @@ for r in same:
 PY
   then echo "ok: bench dist: ZeRO-0..3 meet the formulas and train the same GPT"
   else echo "FAIL: bench dist ZeRO checks"; failures=$((failures + 1)); fi
-  "$bin" "${dist_args[@]}" --set train.steps=1000000 --nproc 2 --run-dir "$tmp/dpk" >"$tmp/dpk.log" 2>&1 &
+  "$bin" "${dist_args[@]}" --set train.steps=1000000 --nproc 2 --set train.log_every=5 \
+    --run-dir "$tmp/dpk" >"$tmp/dpk.log" 2>&1 &
   launcher=$!
-  sleep 4
+  await_training "$tmp/dpk"
   kill -9 "$(pgrep -P "$launcher" | tail -1)"
   wait "$launcher"
   rc=$?
@@ -464,9 +470,9 @@ PY
   # A stalled rank (SIGSTOP) fails the job within one timeout (5 s here;
   # no grace is waited out for a stopped process), and it is the rank named.
   "$bin" "${dist_args[@]}" --set train.steps=1000000 --set dist.timeout_s=5 --nproc 2 \
-    --run-dir "$tmp/dpstop" >"$tmp/dpstop.log" 2>&1 &
+    --set train.log_every=5 --run-dir "$tmp/dpstop" >"$tmp/dpstop.log" 2>&1 &
   launcher=$!
-  sleep 4
+  await_training "$tmp/dpstop"
   stalled=$(pgrep -P "$launcher" | tail -1)
   stopped_at=$(date +%s)
   kill -STOP "$stalled"
@@ -484,9 +490,10 @@ PY
 
   # SIGINT to the launcher: every rank stops after the same step, rank 0
   # checkpoints it, the launcher exits 130 and says how to continue.
-  "$bin" "${dist_args[@]}" --set train.steps=1000000 --nproc 2 --run-dir "$tmp/dps" >"$tmp/dps.log" 2>&1 &
+  "$bin" "${dist_args[@]}" --set train.steps=1000000 --nproc 2 --set train.log_every=5 \
+    --run-dir "$tmp/dps" >"$tmp/dps.log" 2>&1 &
   launcher=$!
-  sleep 4
+  await_training "$tmp/dps"
   kill -INT "$launcher"
   wait "$launcher"
   rc=$?
