@@ -58,8 +58,10 @@ void SparseState::Sync(const std::vector<int64_t>& sparse_rows,
   rows_ = SyncRows(*comm_, rows_, table_rows_, docs_per_rank_, &sparse_rows, in_flight);
 }
 
-// On the CPU the tables update in parallel on LibTorch's threads (each
-// table's rows in the same order as serially, so the result is the same).
+// On the CPU the tables are split over at::parallel_for (each table's rows
+// in the same order either way, so the result is the same). This file is
+// not compiled with -fopenmp, so the loop runs on the calling thread
+// (docs/BENCHMARKS.md, the 2026-12-06 correction).
 void SparseState::Step(double lr) {
   const auto step = [&](int64_t begin, int64_t end) {
     for (auto c = size_t(begin); c < size_t(end); ++c) {
