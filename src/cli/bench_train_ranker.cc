@@ -113,7 +113,10 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
   const Config config =
       Config::Parse(yaml, "<bench train-ranker>", {"train.device=" + o.device}, TopspinSchema());
   stages.Begin(fmt::format("ours: {} steps on {}", steps, o.device));
-  ApplyProcessPolicy(1);
+  // The config's train.torch_threads, as `topspin train` applies it (before
+  // 2026-12-06 this passed 1, so ours trained on one LibTorch thread while
+  // the table said 2).
+  ApplyProcessPolicy(Settings::From(config).train.torch_threads);
   const RankerTrainResult ours = TrainRanker(config, {.run_dir = run});
   const RankerOptions model{.dense_dim = 48,
                             .table_sizes = {17, 17, 262144, 262144, 262144, 262144},
