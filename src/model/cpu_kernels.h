@@ -1,6 +1,9 @@
 // The element-wise passes of the ranker's fused CPU nodes (ranker.cc):
 // plain loops over float32 rows, compiled for AVX-512, AVX2 and the
-// baseline (TOPSPIN_VECTOR_CLONES). Branch-free, so they vectorise.
+// baseline (TOPSPIN_VECTOR_CLONES). Branch-free, so they vectorise. The
+// first three split large inputs over LibTorch's intra-op threads
+// (at::parallel_for); every output element is computed the same way however
+// the work is split, so the results do not depend on the thread count.
 #pragma once
 
 #include <cstdint>

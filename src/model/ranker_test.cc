@@ -122,6 +122,49 @@ TEST(Ranker, FusedCpuPathEqualsTheModulePath) {
   }
 }
 
+// The fused CPU nodes split their loops over LibTorch's threads (rows,
+// columns, tables); each output element is computed the same way however
+// they split, so scores and every gradient are bitwise the same on 1, 2 and
+// 3 threads. The batch is large enough to cross every split's grain.
+TEST(Ranker, FusedCpuPathIsBitwiseTheSameOnAnyThreadCount) {
+  torch::manual_seed(11);
+  const int64_t n = 1500;
+  const auto dense = torch::randn({n, 5});
+  const auto sparse = torch::stack({torch::randint(0, 17, {n}), torch::randint(0, 5000, {n}),
+                                    torch::randint(0, 5000, {n})},
+                                   1);
+  RankerOptions o = Small();
+  o.table_sizes = {17, 5000, 5000};
+  o.embedding_dim = 16;
+  o.bottom = {64};
+  o.top = {128, 64};
+  struct Result {
+    at::Tensor scores;
+    std::vector<at::Tensor> grads;
+  };
+  const int before = torch::get_num_threads();
+  auto run = [&](int threads) {
+    torch::set_num_threads(threads);
+    Ranker r(o);
+    Ranker::Output out = r.Forward(dense, sparse, /*train=*/true);
+    out.scores.pow(2).sum().backward();
+    Result res{out.scores.detach(), {}};
+    for (const auto& row : out.rows) res.grads.push_back(row.grad());
+    for (const auto& p : r.dense_module().parameters()) res.grads.push_back(p.grad());
+    return res;
+  };
+  const Result one = run(1);
+  for (int threads : {2, 3}) {
+    const Result many = run(threads);
+    EXPECT_TRUE(torch::equal(many.scores, one.scores)) << threads;
+    ASSERT_EQ(many.grads.size(), one.grads.size());
+    for (size_t k = 0; k < one.grads.size(); ++k) {
+      EXPECT_TRUE(torch::equal(many.grads[k], one.grads[k])) << threads << " threads, grad " << k;
+    }
+  }
+  torch::set_num_threads(before);
+}
+
 TEST(Ranker, SeedFixesTheInitialisationAndFlopsAreAnalytic) {
   Ranker a(Small()), b(Small());
   for (size_t c = 0; c < 2; ++c) EXPECT_TRUE(torch::equal(a.tables()[c], b.tables()[c]));

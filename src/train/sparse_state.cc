@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "topspin/core/deal.h"
 #include "topspin/ddp/comm.h"
 #include "train/checkpoint_io.h"
 
@@ -58,17 +59,22 @@ void SparseState::Sync(const std::vector<int64_t>& sparse_rows,
   rows_ = SyncRows(*comm_, rows_, table_rows_, docs_per_rank_, &sparse_rows, in_flight);
 }
 
-// On the CPU the tables are split over at::parallel_for (each table's rows
-// in the same order either way, so the result is the same). This file is
-// not compiled with -fopenmp, so the loop runs on the calling thread
-// (docs/BENCHMARKS.md, the 2026-12-06 correction).
+// On the CPU the tables are split over at::parallel_for: each table is
+// stepped by one thread, its rows in the same order either way, so the
+// result does not depend on the thread count. The tables are dealt to the
+// threads largest first (by this step's rows), so that a thread does not get
+// the two big ones while another gets two 17-row tables.
 void SparseState::Step(double lr) {
+  const auto n = static_cast<int64_t>(tables_.size());
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (size_t c = 0; c < rows.size(); ++c) rows[c] = rows_[c].ids.numel();
+  const std::vector<int64_t> dealt = DealLargestFirst(rows, at::get_num_threads());
   const auto step = [&](int64_t begin, int64_t end) {
-    for (auto c = size_t(begin); c < size_t(end); ++c) {
+    for (int64_t k = begin; k < end; ++k) {
+      const auto c = size_t(dealt[size_t(k)]);
       optimizers_[c].Step(tables_[c], rows_[c].ids, rows_[c].grads, lr);
     }
   };
-  const auto n = static_cast<int64_t>(tables_.size());
   if (n > 1 && tables_[0].is_cpu()) {
     at::parallel_for(0, n, 1, step);
   } else {
