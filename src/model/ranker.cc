@@ -165,8 +165,8 @@ class ConcatRows : public torch::autograd::Function<ConcatRows> {
 // output, and backward masks, sums the bias gradient and multiplies with
 // loops and GEMMs of its own: the module path's per-layer addmm (with its
 // bias copy), ReLU, and their autograd nodes with their temporaries go.
-// The GEMMs use LibTorch's threads; the element-wise passes stay on the
-// calling thread, where they cost less than a parallel region's start.
+// The GEMMs use LibTorch's threads, and so do the element-wise passes
+// (cpu_kernels.h) once a layer's output is large enough to split.
 class MlpNode : public torch::autograd::Function<MlpNode> {
  public:
   // params: W_0, b_0, W_1, b_1, ... (W_l [out, in]).
