@@ -736,7 +736,7 @@ run_bench() {
 # image has no xgboost or lightgbm.
 stage_bench_train_ranker() {
   run_bench train-ranker --queries 2000 --valid-queries 500 --epochs 1 --batch 32 --threads 8 \
-    --no-trees
+    --no-trees --repeats 1
 }
 # The GPT target of the GPT issue: GPT-2 124M (vocabulary 50304) at context
 # 1024 in bf16 against nanoGPT eager and torch.compile on the same GPU

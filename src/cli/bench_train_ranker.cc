@@ -6,6 +6,7 @@
 
 #ifdef TOPSPIN_HAVE_TORCH
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -31,6 +32,20 @@ namespace fs = std::filesystem;
 
 nlohmann::json PeerJson(const std::string& command, const fs::path& script) {
   return nlohmann::json::parse(cli::RunPeer(command, script.string()));
+}
+
+// The middle value (the mean of the middle two for an even count).
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// "a; b; c" with each value as {:.0f}.
+std::string JoinRounded(const std::vector<double>& v) {
+  std::string out;
+  for (double x : v) out += fmt::format("{}{:.0f}", out.empty() ? "" : "; ", x);
+  return out;
 }
 
 // The tightest compute limit of a training step: the dense layers' GEMMs
@@ -83,7 +98,7 @@ BenchTable RunTrainRankerBench(const TrainRankerBenchOptions& o) {
                  valid_csv = o.scratch / "bench-valid.csv";
   const fs::path spec = o.scratch / "bench-train-spec.json", run = o.scratch / "bench-train-run";
   for (const auto& p : {train, valid, train_csv, valid_csv, spec, run}) fs::remove_all(p);
-  BenchStages stages("train-ranker", 5);
+  BenchStages stages("train-ranker", 1 + 2 * o.repeats + (o.trees ? 2 : 0));
   stages.Begin(fmt::format("data: gen shop {} + {} queries, shards and CSV", o.queries,
                            o.valid_queries));
   const ShopOptions train_shop{.queries = o.queries, .seed = o.seed};
@@ -112,32 +127,61 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
       YamlList(ShopSparseChains()), steps, o.torch_threads);
   const Config config =
       Config::Parse(yaml, "<bench train-ranker>", {"train.device=" + o.device}, TopspinSchema());
-  stages.Begin(fmt::format("ours: {} steps on {}", steps, o.device));
-  // The config's train.torch_threads, as `topspin train` applies it (before
-  // 2026-12-06 this passed 1, so ours trained on one LibTorch thread while
-  // the table said 2).
-  ApplyProcessPolicy(Settings::From(config).train.torch_threads);
-  const RankerTrainResult ours = TrainRanker(config, {.run_dir = run});
   const RankerOptions model{.dense_dim = 48,
                             .table_sizes = {17, 17, 262144, 262144, 262144, 262144},
                             .embedding_dim = 16};
   const double flops_per_doc = 3.0 * double(Ranker(model).ForwardFlopsPerDoc());
-  // The peak the profiler's MFU is measured against, on the peer's threads
-  // (and below, the step's own matmuls at their shapes on our threads).
-  torch::set_num_threads(o.threads);
-  const double floor_docs_per_s = MeasureMatmulPeak(ComputeDevice{}, /*bf16=*/false) / flops_per_doc;
-
+  const auto docs_per_batch =
+      static_cast<int64_t>(double(m.rows()) / double(m.group_stats.groups) * o.batch);
+  const bool cpu = o.device == "cpu";
   const fs::path torch_peer = o.peers / "ranker_pytorch.py",
                  xgb_peer = o.peers / "ranker_xgboost.py";
-  stages.Begin(fmt::format("PyTorch peer ({})", torch_peer.string()));
-  const nlohmann::json pt =
-      PeerJson(fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --batch {} --seed {} "
-                           "--device {} --threads-grid {} --workers {} 2>&1",
-                           PeerPython(), torch_peer.string(), train_csv.string(),
-                           valid_csv.string(), spec.string(), o.epochs, o.batch, o.seed,
-                           TrainConfig::From(config).device == "cuda" ? "cuda" : "cpu",
-                           o.peer_threads, o.peer_workers),
-              torch_peer);
+
+  // Rounds of ours, the peer and the floors, interleaved, so that a change in
+  // the machine's speed during the bench lands on all of them. Round 1 keeps
+  // ours' phases and NDCG and the peer's sweep; later rounds run the peer's
+  // best trial only.
+  struct Rounds {
+    std::vector<double> ours, peer, peak, shape;
+  } rounds;
+  RankerTrainResult ours;
+  nlohmann::json pt;
+  for (int r = 0; r < o.repeats; ++r) {
+    const std::string of = o.repeats > 1 ? fmt::format(" (round {}/{})", r + 1, o.repeats) : "";
+    stages.Begin(fmt::format("ours: {} steps on {}{}", steps, o.device, of));
+    fs::remove_all(run);  // a fresh run, not a resume
+    // The config's train.torch_threads, as `topspin train` applies it (before
+    // 2026-12-06 this passed 1, so ours trained on one LibTorch thread while
+    // the table said 2).
+    ApplyProcessPolicy(Settings::From(config).train.torch_threads);
+    const RankerTrainResult result = TrainRanker(config, {.run_dir = run});
+    stages.Begin(fmt::format("PyTorch peer ({}){}", torch_peer.string(), of));
+    const nlohmann::json peer = PeerJson(
+        fmt::format("{} '{}' '{}' '{}' '{}' --epochs {} --batch {} --seed {} "
+                    "--device {} --threads-grid {} --workers {} 2>&1",
+                    PeerPython(), torch_peer.string(), train_csv.string(), valid_csv.string(),
+                    spec.string(), o.epochs, o.batch, o.seed,
+                    TrainConfig::From(config).device == "cuda" ? "cuda" : "cpu",
+                    r == 0 ? o.peer_threads : std::to_string(pt["threads"].get<int>()),
+                    r == 0 ? o.peer_workers : std::to_string(pt["num_workers"].get<int>())),
+        torch_peer);
+    if (r == 0) {
+      ours = result;
+      pt = peer;
+    }
+    rounds.ours.push_back(result.items_per_s);
+    rounds.peer.push_back(peer["docs_per_s"].get<double>());
+    if (cpu) {  // the floors are the CPU's matmul rates
+      // The peak the profiler's MFU is measured against, on the peer's
+      // threads; the step's own matmuls at their shapes on ours.
+      torch::set_num_threads(o.threads);
+      rounds.peak.push_back(MeasureMatmulPeak(ComputeDevice{}, /*bf16=*/false) / flops_per_doc);
+      torch::set_num_threads(o.torch_threads);
+      rounds.shape.push_back(MatmulAtShapeDocsPerS(model, docs_per_batch));
+    }
+  }
+  const double ours_docs_per_s = MedianOf(rounds.ours);
+
   const auto trees = [&](const char* library) {
     stages.Begin(fmt::format("{} peer ({}, up to {} rounds, early stopping)", library,
                              xgb_peer.string(), o.xgb_rounds));
@@ -165,26 +209,27 @@ train: {{steps: {}, log_every: 100, eval_every: 0, checkpoint_every: 0, torch_th
       fmt::format("gen shop {} train / {} held-out queries ({} docs), {} epoch(s) = {} "
                   "steps of {} lists, {} threads; 48 dense + 6 sparse features, tables "
                   "4 x 2^18 x 16. PyTorch peer: num_workers {}, torch threads {} (fastest of "
-                  "{}). XGBoost grid: {}. LightGBM grid: {}. Our phases: {}",
+                  "{}). XGBoost grid: {}. LightGBM grid: {}. Our phases (round 1): {}. "
+                  "Docs/s by round ({}; the table shows medians): ours {}; PyTorch {}{}",
                   o.queries, o.valid_queries, m.rows(), o.epochs, steps, o.batch, o.threads,
                   pt["num_workers"].get<int>(), pt["threads"].get<int>(), pt["trials"].dump(),
                   o.trees ? describe(xgb) : "not run (--no-trees)",
-                  o.trees ? describe(lgb) : "not run (--no-trees)", DescribePhases(ours)),
+                  o.trees ? describe(lgb) : "not run (--no-trees)", DescribePhases(ours),
+                  o.repeats, JoinRounded(rounds.ours), JoinRounded(rounds.peer),
+                  cpu ? fmt::format("; matmul peak {}; matmuls at their shapes {}",
+                                    JoinRounded(rounds.peak), JoinRounded(rounds.shape))
+                      : ""),
       {}};
-  t.rows.push_back({"ranker training", ours.items_per_s, "PyTorch (per-batch loader, SparseAdam)",
-                    pt["docs_per_s"].get<double>(), "docs/s"});
-  if (o.device == "cpu") {  // the floors are the CPU's matmul rates
-    torch::set_num_threads(o.torch_threads);
-    const auto docs_per_batch =
-        static_cast<int64_t>(double(m.rows()) / double(m.group_stats.groups) * o.batch);
-    const double shape_floor_docs_per_s = MatmulAtShapeDocsPerS(model, docs_per_batch);
-    t.rows.push_back({"ranker training", ours.items_per_s, "compute floor (matmul peak)",
-                      floor_docs_per_s, "docs/s"});
-    t.rows.push_back({"ranker training", ours.items_per_s,
+  t.rows.push_back({"ranker training", ours_docs_per_s, "PyTorch (per-batch loader, SparseAdam)",
+                    MedianOf(rounds.peer), "docs/s"});
+  if (cpu) {
+    t.rows.push_back({"ranker training", ours_docs_per_s, "compute floor (matmul peak)",
+                      MedianOf(rounds.peak), "docs/s"});
+    t.rows.push_back({"ranker training", ours_docs_per_s,
                       fmt::format("the step's matmuls alone, at their shapes ({} docs, {} "
                                   "thread(s))",
                                   docs_per_batch, o.torch_threads),
-                      shape_floor_docs_per_s, "docs/s"});
+                      MedianOf(rounds.shape), "docs/s"});
   }
   t.rows.push_back({"held-out NDCG@10", ours.valid_ndcg10, "PyTorch (same epochs)",
                     pt["ndcg10"].get<double>(), ""});

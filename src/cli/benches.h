@@ -100,6 +100,9 @@ struct TrainRankerBenchOptions {
   std::string lgb_leaves = "63";
   std::string tree_etas = "0.1";
   bool trees = true;  // the XGBoost and LightGBM peers (CPU; need those modules)
+  // Rounds of ours, the PyTorch peer (its sweep in round 1, its best trial
+  // after) and the floors, interleaved; the table shows each series' median.
+  int repeats = 3;
   uint64_t seed = 1;
 };
 

@@ -195,6 +195,12 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str();
   ranker_cmd->add_flag("--trees,!--no-trees", ranker.trees,
                        "also the XGBoost and LightGBM peers (CPU; default on)");
+  ranker_cmd
+      ->add_option("--repeats", ranker.repeats,
+                   "rounds of ours, the PyTorch peer and the floors, interleaved; the table "
+                   "shows medians, the setup every round (a 2-core VM's speed moves run to run)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   ranker_cmd->add_option("--device", ranker.device, "where we and the PyTorch peer train")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
