@@ -32,6 +32,16 @@ expect 2 "nosuchcmd" -- "$bin" nosuchcmd
 expect 2 "bogus" -- "$bin" version --bogus
 expect 2 "log-level" -- "$bin" --log-level loud version
 expect 0 "libtorch" -- "$bin" version
+# Compute commands re-execute once with topspin's OpenMP spin count, unless
+# the user chose one (include/topspin/core/omp_wait.h).
+if "$bin" version | grep -q "libtorch  *[0-9]"; then
+  expect 0 "openmp +GOMP_SPINCOUNT=10000 \(topspin's default" -- \
+    env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u TOPSPIN_OMP_DEFAULT "$bin" version
+  expect 0 "openmp +GOMP_SPINCOUNT=77 \(from the environment\)" -- \
+    env -u OMP_WAIT_POLICY -u TOPSPIN_OMP_DEFAULT GOMP_SPINCOUNT=77 "$bin" version
+  expect 0 "openmp +OMP_WAIT_POLICY=passive \(from the environment\)" -- \
+    env -u GOMP_SPINCOUNT -u TOPSPIN_OMP_DEFAULT OMP_WAIT_POLICY=passive "$bin" version
+fi
 
 expect 0 "^topspin [0-9]+\.[0-9]+" -- "$bin" --version
 # Shell completion: generated from the command tree; bash can load it and

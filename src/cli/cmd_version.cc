@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "topspin/build_info.h"
 #include "topspin/core/hash.h"
+#include "topspin/core/omp_wait.h"
 
 #ifdef TOPSPIN_HAVE_TORCH
 #include "topspin/ddp/comm.h"
@@ -42,6 +43,7 @@ void RegisterVersion(CLI::App& app) {
                torch.blas_library.empty() ? "" : " (" + torch.blas_library + ")",
                torch.blas_is_optimized ? ""
                                        : "  (WARNING: not MKL/OpenBLAS; matmul is ~14x slower)");
+    fmt::print("  openmp    {}\n", OmpWaitSetting());
 #else
     fmt::print("  libtorch  not built in (configure with LibTorch to train)\n");
     fmt::print("  cuda      no\n");

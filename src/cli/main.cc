@@ -14,6 +14,7 @@
 #include "topspin/build_info.h"
 #include "topspin/core/error.h"
 #include "topspin/core/log.h"
+#include "topspin/core/omp_wait.h"
 #include "topspin/core/strings.h"
 #ifdef TOPSPIN_HAVE_PARQUET
 #include "topspin/parquet/parquet_import.h"
@@ -48,6 +49,7 @@ void CheckSubcommandName(CLI::App& app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace topspin;
+  ApplyOmpWaitDefault(argc, argv);  // may re-execute this binary, before anything else runs
   CLI::App app{
       "topspin: a C++ training runtime that keeps accelerators busy.\n"
       "Run `topspin <command> --help` for a command's options.",
