@@ -49,7 +49,9 @@ void CheckSubcommandName(CLI::App& app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace topspin;
+#ifdef TOPSPIN_HAVE_TORCH
   ApplyOmpWaitDefault(argc, argv);  // may re-execute this binary, before anything else runs
+#endif
   CLI::App app{
       "topspin: a C++ training runtime that keeps accelerators busy.\n"
       "Run `topspin <command> --help` for a command's options.",
