@@ -159,14 +159,53 @@ class ConcatRows : public torch::autograd::Function<ConcatRows> {
   }
 };
 
+// Rows per block of an MlpNode: the rows split into blocks of at least
+// this many, a function of the row count alone, so every output is
+// computed the same way on any number of threads.
+constexpr int64_t kMlpBlockRows = 512;
+
+struct RowBlocks {
+  int64_t count, size;  // block k is rows [k size, min(n, (k + 1) size))
+  int64_t begin(int64_t k) const { return k * size; }
+};
+
+RowBlocks BlocksOf(int64_t n) {
+  const int64_t count = std::max<int64_t>(1, n / kMlpBlockRows);
+  return {count, (n + count - 1) / count};
+}
+
+// Runs fn(k, begin, end) for each block: inline for one block (its GEMMs
+// and loops then use LibTorch's threads), else one block per task, each
+// task running its block's whole chain of layers on one thread with its
+// rows in that core's cache, and one fork and join for the node.
+template <typename Fn>
+void ForEachBlock(const RowBlocks& blocks, int64_t n, const Fn& fn) {
+  if (blocks.count == 1) {
+    fn(int64_t{0}, int64_t{0}, n);
+    return;
+  }
+  at::parallel_for(0, blocks.count, 1, [&](int64_t k0, int64_t k1) {
+    // Grad mode is per thread: off here as on the caller's thread in a
+    // node's forward and backward (the weights require grad, and out=
+    // GEMMs on them are refused with it on).
+    const torch::NoGradGuard no_grad;
+    for (int64_t k = k0; k < k1; ++k) {
+      fn(k, blocks.begin(k), std::min(n, blocks.begin(k + 1)));
+    }
+  });
+}
+
 // An MLP of Linear layers, ReLU after each but the last (and after the
 // last too when relu_last), as one autograd node on the CPU (float32). Its
 // activations are kept once, the bias and ReLU are one pass over each
 // output, and backward masks, sums the bias gradient and multiplies with
 // loops and GEMMs of its own: the module path's per-layer addmm (with its
 // bias copy), ReLU, and their autograd nodes with their temporaries go.
-// The GEMMs use LibTorch's threads, and so do the element-wise passes
-// (cpu_kernels.h) once a layer's output is large enough to split.
+// A large batch splits by rows into blocks (BlocksOf), one thread each, as
+// data parallelism inside the step: a block's forward and backward run
+// through every layer on its thread, and the blocks' weight and bias
+// gradients are added in block order. One block runs its GEMMs and loops
+// on LibTorch's threads instead.
 class MlpNode : public torch::autograd::Function<MlpNode> {
  public:
   // params: W_0, b_0, W_1, b_1, ... (W_l [out, in]).
@@ -175,13 +214,17 @@ class MlpNode : public torch::autograd::Function<MlpNode> {
     const int64_t layers = int64_t(params.size()) / 2, n = x.size(0);
     std::vector<at::Tensor> saved = {x.contiguous()};
     for (int64_t l = 0; l < layers; ++l) {
-      const at::Tensor& w = params[size_t(2 * l)];
-      at::Tensor z = torch::empty({n, w.size(0)}, x.options());
-      at::mm_out(z, saved.back(), w.t());
-      AddBiasRelu(z.data_ptr<float>(), params[size_t(2 * l + 1)].data_ptr<float>(), n,
-                  w.size(0), l + 1 < layers || relu_last);
-      saved.push_back(z);
+      saved.push_back(torch::empty({n, params[size_t(2 * l)].size(0)}, x.options()));
     }
+    ForEachBlock(BlocksOf(n), n, [&](int64_t, int64_t r0, int64_t r1) {
+      for (int64_t l = 0; l < layers; ++l) {
+        const at::Tensor& w = params[size_t(2 * l)];
+        at::Tensor z = saved[size_t(l + 1)].narrow(0, r0, r1 - r0);
+        at::mm_out(z, saved[size_t(l)].narrow(0, r0, r1 - r0), w.t());
+        AddBiasRelu(z.data_ptr<float>(), params[size_t(2 * l + 1)].data_ptr<float>(), r1 - r0,
+                    w.size(0), l + 1 < layers || relu_last);
+      }
+    });
     const at::Tensor y = saved.back();
     for (const auto& p : params) saved.push_back(p);
     ctx->save_for_backward(saved);
@@ -195,25 +238,58 @@ class MlpNode : public torch::autograd::Function<MlpNode> {
     const std::vector<at::Tensor> saved = ctx->get_saved_variables();
     const int64_t layers = ctx->saved_data["layers"].toInt();
     const bool relu_last = ctx->saved_data["relu_last"].toBool();
-    const at::Tensor* h = saved.data();               // h[0] = x, h[l + 1] = layer l's output
+    const at::Tensor* h = saved.data();  // h[0] = x, h[l + 1] = layer l's output
     const at::Tensor* params = saved.data() + layers + 1;
+    const bool input_grad = ctx->needs_input_grad(0);
+    const at::Tensor g_out = grad[0].contiguous();
+    const int64_t n = g_out.size(0);
+    const RowBlocks blocks = BlocksOf(n);
+    // Per layer: ReLU's backward (dz), the gradient into the layer (g[l] =
+    // dz W_l, for l > 0 or when x needs one), and block 0's weight and
+    // bias gradients; blocks 1.. write theirs to spares, added below.
+    std::vector<at::Tensor> dz(static_cast<size_t>(layers)), g(static_cast<size_t>(layers + 1));
+    g[size_t(layers)] = g_out;
     torch::autograd::variable_list out(size_t(1 + 2 * layers + 1));
-    at::Tensor g = grad[0].contiguous();
-    for (int64_t l = layers - 1; l >= 0; --l) {
-      const int64_t n = g.size(0), w = g.size(1);
-      at::Tensor dz = g;
-      if (l + 1 < layers || relu_last) {  // ReLU's backward: where the output was 0, nothing
-        dz = torch::empty_like(g);
-        ReluBackward(g.data_ptr<float>(), h[l + 1].data_ptr<float>(), n * w,
-                     dz.data_ptr<float>());
+    std::vector<std::vector<at::Tensor>> spare(size_t(blocks.count));
+    for (int64_t l = 0; l < layers; ++l) {
+      const bool relu = l + 1 < layers || relu_last;
+      if (relu) dz[size_t(l)] = torch::empty_like(h[l + 1]);
+      if (l > 0 || input_grad) g[size_t(l)] = torch::empty_like(h[l]);
+      for (int64_t k = 0; k < blocks.count; ++k) {
+        auto& into = k == 0 ? out : spare[size_t(k)];
+        into.resize(out.size());
+        into[size_t(1 + 2 * l)] = torch::empty_like(params[2 * l]);
+        into[size_t(2 + 2 * l)] = torch::zeros_like(params[2 * l + 1]);
       }
-      at::Tensor db = torch::zeros({w}, g.options());
-      AddColumnSums(dz.data_ptr<float>(), n, w, db.data_ptr<float>());
-      out[size_t(1 + 2 * l)] = at::mm(dz.t(), h[l]);
-      out[size_t(2 + 2 * l)] = db;
-      if (l > 0 || ctx->needs_input_grad(0)) g = at::mm(dz, params[2 * l]);
     }
-    if (ctx->needs_input_grad(0)) out[0] = g;
+    ForEachBlock(blocks, n, [&](int64_t k, int64_t r0, int64_t r1) {
+      const int64_t m = r1 - r0;
+      auto& into = k == 0 ? out : spare[size_t(k)];
+      for (int64_t l = layers - 1; l >= 0; --l) {
+        const at::Tensor gl = g[size_t(l + 1)].narrow(0, r0, m);
+        const int64_t w = gl.size(1);
+        at::Tensor dzl = gl;
+        if (dz[size_t(l)].defined()) {  // ReLU's backward: where the output was 0, nothing
+          dzl = dz[size_t(l)].narrow(0, r0, m);
+          ReluBackward(gl.data_ptr<float>(), h[l + 1].narrow(0, r0, m).data_ptr<float>(), m * w,
+                       dzl.data_ptr<float>());
+        }
+        AddColumnSums(dzl.data_ptr<float>(), m, w, into[size_t(2 + 2 * l)].data_ptr<float>());
+        at::Tensor dw = into[size_t(1 + 2 * l)];
+        at::mm_out(dw, dzl.t(), h[l].narrow(0, r0, m));
+        if (g[size_t(l)].defined()) {
+          at::Tensor gin = g[size_t(l)].narrow(0, r0, m);
+          at::mm_out(gin, dzl, params[2 * l]);
+        }
+      }
+    });
+    for (int64_t k = 1; k < blocks.count; ++k) {  // in block order: the same sums on any threads
+      for (int64_t l = 0; l < layers; ++l) {
+        for (const int64_t i : {1 + 2 * l, 2 + 2 * l})
+          out[size_t(i)].add_(spare[size_t(k)][size_t(i)]);
+      }
+    }
+    if (input_grad) out[0] = g[0];
     return out;  // the last entry (relu_last) stays undefined
   }
 };
@@ -314,9 +390,10 @@ struct Ranker::Impl {
       for (int64_t i = 0; i < n; ++i) {
         const int64_t id = ids[i * columns + c];
         if (id < 0 || id >= size) {
-          throw InternalError(fmt::format("ranker: id {} of document {} is outside table {} "
-                                          "({} rows)",
-                                          id, i, c, size));
+          throw InternalError(
+              fmt::format("ranker: id {} of document {} is outside table {} "
+                          "({} rows)",
+                          id, i, c, size));
         }
       }
     }
