@@ -178,16 +178,18 @@ RowBlocks BlocksOf(int64_t n) {
 // and loops then use LibTorch's threads), else one block per task, each
 // task running its block's whole chain of layers on one thread with its
 // rows in that core's cache, and one fork and join for the node.
+// Grad mode is per thread and set off in each block: the weights require
+// grad, and out= GEMMs on them are refused with it on (a node's forward
+// runs with it off, but a worker thread's default is on, and so is a
+// backward's under create_graph).
 template <typename Fn>
 void ForEachBlock(const RowBlocks& blocks, int64_t n, const Fn& fn) {
   if (blocks.count == 1) {
+    const torch::NoGradGuard no_grad;
     fn(int64_t{0}, int64_t{0}, n);
     return;
   }
   at::parallel_for(0, blocks.count, 1, [&](int64_t k0, int64_t k1) {
-    // Grad mode is per thread: off here as on the caller's thread in a
-    // node's forward and backward (the weights require grad, and out=
-    // GEMMs on them are refused with it on).
     const torch::NoGradGuard no_grad;
     for (int64_t k = k0; k < k1; ++k) {
       fn(k, blocks.begin(k), std::min(n, blocks.begin(k + 1)));

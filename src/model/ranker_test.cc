@@ -172,6 +172,31 @@ TEST(Ranker, FusedCpuPathIsBitwiseTheSameOnAnyThreadCount) {
   torch::set_num_threads(before);
 }
 
+// The MLP nodes' GEMMs write into their outputs (out=), which autograd
+// refuses on inputs that require grad while grad mode is on, as it is in a
+// backward under create_graph: the nodes turn it off around them, on one
+// block and on several, and the gradients are those of a plain backward.
+TEST(Ranker, FusedCpuPathBackwardRunsUnderCreateGraph) {
+  for (const int64_t n : {40, 1500}) {
+    SCOPED_TRACE(testing::Message() << n << " documents");
+    torch::manual_seed(12);
+    const auto dense = torch::randn({n, 5});
+    const auto sparse = torch::stack({torch::randint(0, 3, {n}), torch::randint(0, 30, {n})}, 1);
+    RankerOptions o = Small();
+    o.table_sizes = {3, 30};
+    Ranker r(o);
+    const std::vector<at::Tensor> params = r.dense_module().parameters();
+    const auto loss = [&] { return r.Forward(dense, sparse, /*train=*/true).scores.pow(2).sum(); };
+    const auto plain = torch::autograd::grad({loss()}, params);
+    const auto created = torch::autograd::grad({loss()}, params, {}, /*retain_graph=*/true,
+                                               /*create_graph=*/true);
+    ASSERT_EQ(created.size(), plain.size());
+    for (size_t k = 0; k < plain.size(); ++k) {
+      EXPECT_TRUE(torch::equal(created[k].detach(), plain[k])) << k;
+    }
+  }
+}
+
 TEST(Ranker, SeedFixesTheInitialisationAndFlopsAreAnalytic) {
   Ranker a(Small()), b(Small());
   for (size_t c = 0; c < 2; ++c) EXPECT_TRUE(torch::equal(a.tables()[c], b.tables()[c]));
