@@ -6,7 +6,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include "core/test_util.h"
 #include "topspin/core/error.h"
@@ -20,24 +19,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// Sends spdlog's default logger to a string while alive.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::move(sink)));
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 std::string OptimizerBytes(uint64_t step) {
   return fmt::format("optimizer state at step {}\n", step) + std::string(100, 'x');
@@ -209,7 +190,7 @@ TEST(CheckpointStore, AFlippedByteFallsBackToThePreviousWithAWarning) {
   const Checkpoint newest = CommitStep(store, 2);
   FlipByte(newest.FilePath("model.safetensors"), 100);
 
-  LogCapture log;
+  testing::LogCapture log;
   const auto loaded = store.LoadLatest();
   ASSERT_TRUE(loaded.has_value());
   EXPECT_EQ(loaded->step, 1u);
@@ -234,7 +215,7 @@ TEST(CheckpointStore, ATruncatedOrMissingFileFallsBack) {
   WriteFileAtomic(newest.FilePath("optimizer.bin"), "short");
   fs::remove(dir / "ckpt" / "step-2" / "optimizer.bin");
 
-  LogCapture log;
+  testing::LogCapture log;
   EXPECT_EQ(store.LoadLatest()->step, 1u);
   EXPECT_THAT(log.text(), HasSubstr("step-3/optimizer.bin: 5 bytes, the manifest says"));
   EXPECT_THAT(log.text(), HasSubstr("step-2/optimizer.bin: a file the manifest lists is missing"));
@@ -255,7 +236,7 @@ TEST(CheckpointStore, ManifestDamageFallsBack) {
   j["step"] = 7;  // edited
   WriteFileAtomic(manifest(2), j.dump());
 
-  LogCapture log;
+  testing::LogCapture log;
   const auto loaded = store.LoadLatest();
   ASSERT_TRUE(loaded.has_value());
   EXPECT_EQ(loaded->step, 1u);
@@ -272,7 +253,7 @@ TEST(CheckpointStore, RefusesWhenEveryCheckpointIsDamaged) {
   const CheckpointStore store(dir / "ckpt");
   const Checkpoint only = CommitStep(store, 1);
   FlipByte(only.FilePath("optimizer.bin"), 0);
-  LogCapture log;
+  testing::LogCapture log;
   try {
     store.LoadLatest();
     FAIL() << "a store of damaged checkpoints loaded";

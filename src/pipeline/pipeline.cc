@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "pipeline/source.h"
 #include "topspin/core/error.h"
@@ -116,6 +117,7 @@ struct Pipeline::Impl {
   void FinishLoadLocked(size_t unit, std::shared_ptr<const Unit> loaded, std::exception_ptr error);
   void Release(size_t unit);
   void EvictLocked(size_t need);
+  void WarnOverCacheLocked() const;
   void NoteReadyChangeLocked();
 
   // ---- consumer ----
@@ -162,6 +164,7 @@ struct Pipeline::Impl {
   std::list<size_t> lru;  // ready units no planned batch uses; front = least recent
   size_t resident_bytes = 0, unit_estimate = 0;
   uint64_t cache_loads = 0, cache_hits = 0, skipped_units = 0;
+  bool warned_over_cache = false;  // WarnOverCacheLocked, once
   // Output.
   std::map<uint64_t, Result> ready;
   std::set<uint64_t> unfinished;
@@ -428,6 +431,24 @@ void Pipeline::Impl::EvictLocked(size_t need) {
   }
 }
 
+// Units that batches in flight need are kept whatever the budget, so
+// memory is over `cache_bytes`: say why, once, and what bounds it.
+void Pipeline::Impl::WarnOverCacheLocked() const {
+  const double mib = double(resident_bytes) / double(1 << 20),
+               budget = double(opt.cache_bytes) / double(1 << 20);
+  const char* why =
+      opt.shuffle == ShuffleMode::kGlobal
+          ? "a global shuffle draws each batch from nearly every row group, so memory grows "
+            "with the dataset; for data larger than memory set pipeline.shuffle: block "
+            "(docs/PIPELINE.md)"
+          : "the batches in flight need more row groups than fit; raise pipeline.cache_mib, "
+            "or lower pipeline.window_blocks or pipeline.prefetch";
+  spdlog::warn(
+      "pipeline: transformed row groups hold {:.1f} MiB, over pipeline.cache_mib "
+      "({:.1f} MiB), because batches in flight need them: {}",
+      mib, budget, why);
+}
+
 bool Pipeline::Impl::ClaimLoadLocked(size_t& unit) {
   if (load_queue.empty()) return false;
   const size_t u = load_queue.front();
@@ -452,6 +473,10 @@ void Pipeline::Impl::FinishLoadLocked(size_t u, std::shared_ptr<const Unit> load
     resident_bytes += e.unit->bytes;
     unit_estimate = std::max(unit_estimate, e.unit->bytes);
     ++cache_loads;
+    if (resident_bytes > opt.cache_bytes && !warned_over_cache) {
+      warned_over_cache = true;
+      WarnOverCacheLocked();
+    }
   } else {
     bool skip = false;
     if (opt.on_error == OnError::kSkip) {
@@ -701,13 +726,13 @@ BatchPtr Pipeline::Next() {
 void Pipeline::SetParallelism(int threads, int prefetch) {
   Impl& p = *impl_;
   if (threads < 1 || threads > p.opt.threads || prefetch < 1 || prefetch > p.opt.prefetch) {
-    throw ConfigError(fmt::format("pipeline parallelism {} threads, prefetch {} is outside what "
-                                  "the pipeline was built with ({} threads, prefetch {})",
-                                  threads, prefetch, p.opt.threads, p.opt.prefetch),
-                      ErrorWhere{.field = threads < 1 || threads > p.opt.threads
-                                              ? "pipeline.threads"
-                                              : "pipeline.prefetch"},
-                      "build the pipeline with the largest values it may be set to");
+    throw ConfigError(
+        fmt::format("pipeline parallelism {} threads, prefetch {} is outside what "
+                    "the pipeline was built with ({} threads, prefetch {})",
+                    threads, prefetch, p.opt.threads, p.opt.prefetch),
+        ErrorWhere{.field = threads < 1 || threads > p.opt.threads ? "pipeline.threads"
+                                                                   : "pipeline.prefetch"},
+        "build the pipeline with the largest values it may be set to");
   }
   {
     std::lock_guard lock(p.mu);
