@@ -252,14 +252,14 @@ class MlpNode : public torch::autograd::Function<MlpNode> {
     std::vector<at::Tensor> dz(static_cast<size_t>(layers)), g(static_cast<size_t>(layers + 1));
     g[size_t(layers)] = g_out;
     torch::autograd::variable_list out(size_t(1 + 2 * layers + 1));
-    std::vector<std::vector<at::Tensor>> spare(size_t(blocks.count));
+    std::vector<std::vector<at::Tensor>> spare(size_t(blocks.count),
+                                               std::vector<at::Tensor>(out.size()));
     for (int64_t l = 0; l < layers; ++l) {
       const bool relu = l + 1 < layers || relu_last;
       if (relu) dz[size_t(l)] = torch::empty_like(h[l + 1]);
       if (l > 0 || input_grad) g[size_t(l)] = torch::empty_like(h[l]);
       for (int64_t k = 0; k < blocks.count; ++k) {
         auto& into = k == 0 ? out : spare[size_t(k)];
-        into.resize(out.size());
         into[size_t(1 + 2 * l)] = torch::empty_like(params[2 * l]);
         into[size_t(2 + 2 * l)] = torch::zeros_like(params[2 * l + 1]);
       }
@@ -392,10 +392,9 @@ struct Ranker::Impl {
       for (int64_t i = 0; i < n; ++i) {
         const int64_t id = ids[i * columns + c];
         if (id < 0 || id >= size) {
-          throw InternalError(
-              fmt::format("ranker: id {} of document {} is outside table {} "
-                          "({} rows)",
-                          id, i, c, size));
+          throw InternalError(fmt::format("ranker: id {} of document {} is outside table {} "
+                                          "({} rows)",
+                                          id, i, c, size));
         }
       }
     }

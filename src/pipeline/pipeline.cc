@@ -726,13 +726,13 @@ BatchPtr Pipeline::Next() {
 void Pipeline::SetParallelism(int threads, int prefetch) {
   Impl& p = *impl_;
   if (threads < 1 || threads > p.opt.threads || prefetch < 1 || prefetch > p.opt.prefetch) {
-    throw ConfigError(
-        fmt::format("pipeline parallelism {} threads, prefetch {} is outside what "
-                    "the pipeline was built with ({} threads, prefetch {})",
-                    threads, prefetch, p.opt.threads, p.opt.prefetch),
-        ErrorWhere{.field = threads < 1 || threads > p.opt.threads ? "pipeline.threads"
-                                                                   : "pipeline.prefetch"},
-        "build the pipeline with the largest values it may be set to");
+    throw ConfigError(fmt::format("pipeline parallelism {} threads, prefetch {} is outside what "
+                                  "the pipeline was built with ({} threads, prefetch {})",
+                                  threads, prefetch, p.opt.threads, p.opt.prefetch),
+                      ErrorWhere{.field = threads < 1 || threads > p.opt.threads
+                                              ? "pipeline.threads"
+                                              : "pipeline.prefetch"},
+                      "build the pipeline with the largest values it may be set to");
   }
   {
     std::lock_guard lock(p.mu);

@@ -1,15 +1,15 @@
 #include "topspin/pipeline/pipeline.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
+#include <thread>
+#include <chrono>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -18,9 +18,9 @@
 #include "data/shard_test_util.h"
 #include "topspin/core/config_schema.h"
 #include "topspin/core/error.h"
-#include "topspin/core/files.h"
 #include "topspin/data/dataset.h"
 #include "topspin/data/gen_shop.h"
+#include "topspin/core/files.h"
 #include "topspin/demo_config.h"
 #include "topspin/perf/trace.h"
 #include "topspin/pipeline/pipeline_config.h"
@@ -309,16 +309,11 @@ TEST(Pipeline, TransformedValuesMatchTheRawRows) {
 TEST(Pipeline, BatchesEqualTheChainsOnTheRawRowsWhateverTheCachedWidths) {
   const std::vector<std::string> dense = {
       "price: impute(mean, flag) | log1p | standardize | clip(-5, 5)",
-      "rating_avg: impute(median, flag)",
-      "sales_30d: log1p",
-      "sales_7d: impute(0, flag)",
-      "review_count: impute(max, flag) | log1p",
-      "rating_count: impute(min, flag)",
-      "delivery_days: impute(mean, flag)",
-      "seller_rating: impute(mean, flag)",
-      "return_rate: impute(0, flag)",
-      "discount: impute(mean, flag)",
-      "ctr: impute(0, flag)"};
+      "rating_avg: impute(median, flag)", "sales_30d: log1p",
+      "sales_7d: impute(0, flag)", "review_count: impute(max, flag) | log1p",
+      "rating_count: impute(min, flag)", "delivery_days: impute(mean, flag)",
+      "seller_rating: impute(mean, flag)", "return_rate: impute(0, flag)",
+      "discount: impute(mean, flag)", "ctr: impute(0, flag)"};
   for (const uint64_t slots : {uint64_t{1} << 20, uint64_t{1} << 40}) {
     SCOPED_TRACE(fmt::format("hash slots {}", slots));
     const std::vector<std::string> sparse = {fmt::format("brand: hash({})", slots),
@@ -373,14 +368,12 @@ TEST(Pipeline, BatchesEqualTheChainsOnTheRawRowsWhateverTheCachedWidths) {
     ASSERT_EQ(got_dense.size(), want_dense.size());
     EXPECT_EQ(0, std::memcmp(got_dense.data(), want_dense.data(), got_dense.size() * 4));
     EXPECT_EQ(got_sparse, want_sparse);
-    const bool wide = std::any_of(want_sparse.begin(), want_sparse.end(), [](int64_t v) {
-      return v > std::numeric_limits<int32_t>::max();
-    });
+    const bool wide = std::any_of(want_sparse.begin(), want_sparse.end(),
+                                  [](int64_t v) { return v > std::numeric_limits<int32_t>::max(); });
     EXPECT_EQ(wide, slots > (uint64_t{1} << 31));
     // Flags with a missing value, by flag index: bits in both flag bytes are exercised.
     std::set<size_t> flagged;
-    for (size_t col = 0, k = 0, flag = 0; k < dense_chains.size();
-         col += dense_chains[k++].width()) {
+    for (size_t col = 0, k = 0, flag = 0; k < dense_chains.size(); col += dense_chains[k++].width()) {
       if (dense_chains[k].width() != 2) continue;
       for (size_t i = col + 1; i < want_dense.size(); i += f) {
         if (want_dense[i] != 0) flagged.insert(flag);
@@ -450,7 +443,8 @@ void ExpectChecksumError(const RankingSpec& spec, const PipelineOptions& o,
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kData);
     EXPECT_NE(e.Message().find("shard-"), std::string::npos) << e.Message();
-    EXPECT_NE(e.Message().find(fmt::format("column \"{}\" row group 0", column)), std::string::npos)
+    EXPECT_NE(e.Message().find(fmt::format("column \"{}\" row group 0", column)),
+              std::string::npos)
         << e.Message();
     EXPECT_NE(e.Message().find("checksum mismatch"), std::string::npos) << e.Message();
   }
@@ -546,14 +540,14 @@ TEST(Pipeline, ListsCountedFromTheFooterOrTheGroupColumnAlike) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kData);
-    EXPECT_NE(e.Message().find("when the pipeline opened it"), std::string::npos) << e.Message();
+    EXPECT_NE(e.Message().find("when the pipeline opened it"), std::string::npos)
+        << e.Message();
     EXPECT_NE(e.Message().find("shard-"), std::string::npos) << e.Message();
   }
-  const fs::path shorter =
-      CopyWithGroupChunks(dir, "shorter", [](nlohmann::json& chunk, uint64_t rows) {
-        const uint64_t runs = chunk["runs"].get<uint64_t>();
-        chunk["longest_run"] = (rows + runs - 1) / runs;  // the least the footer check lets pass
-      });
+  const fs::path shorter = CopyWithGroupChunks(dir, "shorter", [](nlohmann::json& chunk, uint64_t rows) {
+    const uint64_t runs = chunk["runs"].get<uint64_t>();
+    chunk["longest_run"] = (rows + runs - 1) / runs;  // the least the footer check lets pass
+  });
   try {
     Collect(ShopSpec(shorter), o);
     FAIL() << "no error";
