@@ -206,20 +206,32 @@ fs::path WriteTokens(const fs::path& dir, uint64_t tokens, int zstd_level) {
 
 // GB/s of int32 window batches in each of two epochs: the first reads,
 // decodes and caches every row group; the second assembles from the cache.
+// With `batches` set: GB/s over the first that many batches of epoch 1
+// alone, in gbps[0].
 struct LmResult {
   double gbps[2] = {0, 0};
   uint64_t tokens = 0;  // per epoch
   PipelineStats stats;
 };
-LmResult RunLanguageModel(const fs::path& dir, const PipelineBenchOptions& o) {
+LmResult RunLanguageModel(const fs::path& dir, const PipelineBenchOptions& o,
+                          size_t cache_bytes = PipelineOptions{}.cache_bytes,
+                          ShuffleMode shuffle = ShuffleMode::kGlobal, uint64_t batches = 0) {
   const LanguageModelSpec spec{.dataset = dir, .seq_len = o.seq_len};
-  const PipelineOptions options = TwoEpochs(o, o.lm_batch);
+  PipelineOptions options = TwoEpochs(o, o.lm_batch);
+  options.cache_bytes = cache_bytes;
+  options.shuffle = shuffle;
   LmResult r;
   auto start = std::chrono::steady_clock::now();
   Pipeline p(spec, options);
   uint64_t bytes = 0;
   while (BatchPtr b = p.Next()) {
     bytes += b->tokens().size_bytes();
+    if (batches != 0 && b->index + 1 == batches) {
+      r.gbps[0] = static_cast<double>(bytes) / 1e9 /
+                  Seconds(std::chrono::steady_clock::now() - start).count();
+      r.stats = p.Stats();
+      return r;
+    }
     if (b->index + 1 == p.batches_per_epoch()) {
       const auto now = std::chrono::steady_clock::now();
       r.gbps[b->epoch] = static_cast<double>(bytes) / 1e9 / Seconds(now - start).count();
@@ -403,6 +415,22 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   }
   const uint64_t lm_tokens = lm.tokens;
   const double memcpy_gbps = MemcpyGBps(lm_tokens * 4);
+  // The same stream with a cache that holds half the decoded tokens: a
+  // global shuffle lets row groups go that later windows of the epoch
+  // need, and loads them again (the pipeline warns); block shuffle does
+  // not. The first lm_capped_batches batches of epoch 1 each.
+  const size_t lm_half_cache = std::max<size_t>(size_t{1} << 20, lm_tokens);  // 2 B a u16 token
+  uint64_t lm_units = 0;
+  {
+    const DatasetReader reader(tokens);
+    for (size_t i = 0; i < reader.num_shards(); ++i) lm_units += reader.shard(i).num_row_groups();
+  }
+  const uint64_t capped =
+      std::min<uint64_t>(o.lm_capped_batches, lm_tokens / o.seq_len / o.lm_batch);
+  const LmResult lm_global_half =
+      RunLanguageModel(tokens, o, lm_half_cache, ShuffleMode::kGlobal, capped);
+  const LmResult lm_block_half =
+      RunLanguageModel(tokens, o, lm_half_cache, ShuffleMode::kBlock, capped);
 
   const auto busy = [](const PipelineStats& stats) {
     std::string out;
@@ -499,6 +527,16 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
                                 "cached bytes per 4-byte token)",
                                 o.threads, lm_cached_bytes_per_token),
                     o.threads * first_touch_gbps * 4 / lm_cached_bytes_per_token, "GB/s"});
+  const auto loads = [&](const LmResult& r) {
+    return fmt::format("{} loads of {} row groups, {} again for the same epoch",
+                       r.stats.cache_loads, lm_units, r.stats.cache_reloads);
+  };
+  t.rows.push_back({fmt::format("LM windows, first {} batches, cache_mib {} (half the tokens), "
+                                "block shuffle ({})",
+                                capped, lm_half_cache >> 20, loads(lm_block_half)),
+                    lm_block_half.gbps[0],
+                    fmt::format("global shuffle ({})", loads(lm_global_half)),
+                    lm_global_half.gbps[0], "GB/s"});
   t.rows.push_back({"first-touch write of fresh memory (256 MiB), 1 thread", first_touch_gbps,
                     "memcpy, 1 thread", memcpy_gbps, "GB/s"});
   clean();

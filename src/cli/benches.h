@@ -71,6 +71,7 @@ struct PipelineBenchOptions {
   uint64_t lm_tokens = 64ull << 20;
   size_t seq_len = 1024;
   uint64_t lm_batch = 16;
+  uint64_t lm_capped_batches = 1000;  // the LM runs with a cache of half the tokens
   size_t small_cache_mib = 64;  // the second cache size RSS is shown at
 };
 

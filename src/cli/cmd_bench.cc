@@ -141,6 +141,12 @@ void RegisterBench(CLI::App& app) {
   pipeline->add_option("--lm-tokens", pipe.lm_tokens, "tokens in the language-model dataset")
       ->check(CLI::Range(uint64_t{1} << 16, uint64_t{1} << 34))
       ->capture_default_str();
+  pipeline
+      ->add_option("--lm-capped-batches", pipe.lm_capped_batches,
+                   "batches of the LM runs with a cache of half the tokens (global and block "
+                   "shuffle)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
+      ->capture_default_str();
   pipeline->add_option("--seq-len", pipe.seq_len, "language-model window length T")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))
       ->capture_default_str();

@@ -83,9 +83,11 @@ nlohmann::json RunPipelineReport(const Config& config, const PipelineReportOptio
   }
   fmt::print("stages        busy share of {} threads: {}; ready queue {:.1f}/{} on average\n",
              options.threads, line, s.queue_mean_ready, s.queue_capacity);
-  fmt::print("memory        RSS {}, cache {} ({} row groups loaded, {} hits)\n",
-             FormatBytes(CurrentRssBytes()), FormatBytes(s.cache_resident_bytes), s.cache_loads,
-             s.cache_hits);
+  fmt::print(
+      "memory        RSS {}, cache {} ({} row groups loaded, {} again for the same epoch, "
+      "{} hits)\n",
+      FormatBytes(CurrentRssBytes()), FormatBytes(s.cache_resident_bytes), s.cache_loads,
+      s.cache_reloads, s.cache_hits);
   if (s.skipped_units > 0) fmt::print("skipped       {} damaged row groups\n", s.skipped_units);
   if (!o.trace.empty()) {
     trace.Write(o.trace);
@@ -99,7 +101,9 @@ nlohmann::json RunPipelineReport(const Config& config, const PipelineReportOptio
           {"dense", p.dense_names()},
           {"sparse", p.sparse_names()},
           {"stages", stages},
-          {"skipped_row_groups", s.skipped_units}};
+          {"skipped_row_groups", s.skipped_units},
+          {"row_group_loads", s.cache_loads},
+          {"row_group_reloads", s.cache_reloads}};
 }
 
 }  // namespace topspin::cli

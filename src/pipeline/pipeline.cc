@@ -68,6 +68,7 @@ struct Pipeline::Impl {
     std::exception_ptr error;
     int refs = 0;  // planned, unassembled batches using it
     uint64_t first_seq = 0;
+    uint64_t epoch = 0;             // of the batch its load was queued for
     std::vector<uint64_t> waiters;  // seqs of planned batches waiting for it
     std::list<size_t>::iterator lru;
     bool in_lru = false;
@@ -118,6 +119,7 @@ struct Pipeline::Impl {
   void Release(size_t unit);
   void EvictLocked(size_t need);
   void WarnOverCacheLocked() const;
+  void WarnReloadsLocked() const;
   void NoteReadyChangeLocked();
 
   // ---- consumer ----
@@ -163,8 +165,12 @@ struct Pipeline::Impl {
   std::condition_variable help_cv;             // a load waits here for its last pieces
   std::list<size_t> lru;  // ready units no planned batch uses; front = least recent
   size_t resident_bytes = 0, unit_estimate = 0;
-  uint64_t cache_loads = 0, cache_hits = 0, skipped_units = 0;
+  uint64_t cache_loads = 0, cache_hits = 0, cache_reloads = 0, skipped_units = 0;
+  // Per unit: 1 + the epoch its last successful load was for (0: none), to
+  // count a unit transformed twice for one epoch (evicted too early).
+  std::vector<uint64_t> loaded_for_epoch;
   bool warned_over_cache = false;  // WarnOverCacheLocked, once
+  bool warned_reloads = false;     // WarnReloadsLocked, once
   // Output.
   std::map<uint64_t, Result> ready;
   std::set<uint64_t> unfinished;
@@ -220,6 +226,7 @@ Pipeline::Impl::Impl(std::unique_ptr<Source> src, const PipelineOptions& o,
   active_prefetch = o.prefetch;
   plan_done = o.max_epochs != 0 && plan_epoch >= o.max_epochs;
   pool = BatchPool::Create(layout, static_cast<size_t>(o.prefetch + o.threads + 2), o.allocator);
+  loaded_for_epoch.assign(source->units(), 0);
 }
 
 void Pipeline::Impl::Start(const std::weak_ptr<Impl>& self) {
@@ -323,7 +330,9 @@ bool Pipeline::Impl::Plan(std::unique_lock<std::mutex>& lock) {
         Entry& e = it->second;
         if (inserted) {
           e.first_seq = p.seq;
+          e.epoch = p.epoch;
           load_queue.push_back(u);
+          if (loaded_for_epoch[u] == p.epoch + 1) ++cache_reloads;
         } else if (e.state == UnitState::kReady) {
           ++cache_hits;
         }
@@ -449,6 +458,31 @@ void Pipeline::Impl::WarnOverCacheLocked() const {
       mib, budget, why);
 }
 
+// Units evicted while their epoch still needed them were read, decoded and
+// transformed again: each costs a whole row group's load for a few
+// samples, and under a global shuffle of data larger than the cache nearly
+// every sample does. Say so, once, with the numbers and what to set.
+void Pipeline::Impl::WarnReloadsLocked() const {
+  const double mib = 1.0 / double(1 << 20);
+  const double all = double(unit_estimate) * double(source->units()) * mib;
+  const std::string what =
+      opt.shuffle == ShuffleMode::kGlobal
+          ? fmt::format(
+                "a global shuffle draws every batch from the whole dataset, about {:.0f} "
+                "MiB transformed; set pipeline.shuffle: block for data larger than "
+                "memory (docs/PIPELINE.md), or raise pipeline.cache_mib above that",
+                all)
+          : fmt::format(
+                "a window of {} row groups, about {:.0f} MiB transformed, does not fit; "
+                "raise pipeline.cache_mib above that or lower pipeline.window_blocks",
+                opt.window_blocks, double(unit_estimate) * double(opt.window_blocks) * mib);
+  spdlog::warn(
+      "pipeline: {} of {} row group loads so far transformed a row group again for the same "
+      "epoch ({} row groups): pipeline.cache_mib ({:.1f} MiB) let them go while the epoch still "
+      "needed them, so loading costs several times what it should; {}",
+      cache_reloads, cache_loads, source->units(), double(opt.cache_bytes) * mib, what);
+}
+
 bool Pipeline::Impl::ClaimLoadLocked(size_t& unit) {
   if (load_queue.empty()) return false;
   const size_t u = load_queue.front();
@@ -473,9 +507,16 @@ void Pipeline::Impl::FinishLoadLocked(size_t u, std::shared_ptr<const Unit> load
     resident_bytes += e.unit->bytes;
     unit_estimate = std::max(unit_estimate, e.unit->bytes);
     ++cache_loads;
+    loaded_for_epoch[u] = e.epoch + 1;
     if (resident_bytes > opt.cache_bytes && !warned_over_cache) {
       warned_over_cache = true;
       WarnOverCacheLocked();
+    }
+    // Every unit transformed twice in one epoch, on average: the order
+    // reuses units after the cache has let them go.
+    if (!warned_reloads && cache_reloads >= std::max<size_t>(4, source->units())) {
+      warned_reloads = true;
+      WarnReloadsLocked();
     }
   } else {
     bool skip = false;
@@ -698,6 +739,7 @@ PipelineStats Pipeline::Impl::Stats() const {
   s.skipped_units = skipped_units;
   s.cache_loads = cache_loads;
   s.cache_hits = cache_hits;
+  s.cache_reloads = cache_reloads;
   s.cache_resident_bytes = resident_bytes;
   return s;
 }

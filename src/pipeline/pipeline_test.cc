@@ -409,6 +409,7 @@ TEST(Pipeline, ASmallCacheGivesTheSameBatches) {
   const PipelineStats s = p.Stats();
   EXPECT_EQ(s.batches, big.size());
   EXPECT_GT(s.cache_hits, 0u);
+  EXPECT_EQ(s.cache_reloads, 0u);  // everything fits: each unit loads once
   ASSERT_EQ(s.stages.size(), 4u);
   for (const auto& stage : s.stages) {
     EXPECT_GT(stage.items, 0u) << stage.name;
@@ -416,6 +417,53 @@ TEST(Pipeline, ASmallCacheGivesTheSameBatches) {
   }
   EXPECT_EQ(s.stages[3].items, big.size());  // one assembly per batch
   EXPECT_EQ(s.workers.size(), 2u);
+}
+
+// A global shuffle over many row groups with a cache smaller than the
+// data: a unit is let go between the batches of one epoch that use it and
+// transformed again. The batches stay the same; the reloads are counted
+// in the stats and said once, with what to set.
+TEST(Pipeline, UnitsTransformedAgainForOneEpochAreCountedAndSaid) {
+  testing::TempDir dir;
+  DatasetWriterOptions w;
+  w.row_group_rows = 100;  // about 3 lists a unit: ~110 units
+  w.threads = 1;
+  WriteShopShards(dir / "shop", ShopOptions{.queries = 300, .seed = 5, .threads = 1}, w);
+  const RankingSpec spec = ShopSpec(dir / "shop");
+  PipelineOptions o = Options(1);
+  o.batch_size = 4;
+  o.prefetch = 1;
+  uint64_t units = 0;
+  {
+    const DatasetReader reader(dir / "shop");
+    for (size_t s = 0; s < reader.num_shards(); ++s) units += reader.shard(s).num_row_groups();
+  }
+  ASSERT_GT(units, 50u);
+  const auto run = [&](const PipelineOptions& opt, std::vector<Snapshot>& out) {
+    Pipeline p(spec, opt);
+    while (BatchPtr b = p.Next()) out.push_back(Take(*b));
+    return p.Stats();
+  };
+  std::vector<Snapshot> fits, tight;
+  {
+    testing::LogCapture log;
+    const PipelineStats s = run(o, fits);
+    EXPECT_EQ(s.cache_reloads, 0u);
+    EXPECT_EQ(s.cache_loads, units);  // once each; epoch 2 from the cache
+    EXPECT_EQ(log.text(), "");
+  }
+  o.cache_bytes = 64 << 10;  // a few units of ~110
+  testing::LogCapture log;
+  const PipelineStats s = run(o, tight);
+  EXPECT_TRUE(tight == fits);
+  // Each epoch loads every unit once; every load beyond that is a reload.
+  EXPECT_EQ(s.cache_loads, 2 * units + s.cache_reloads);
+  EXPECT_GT(s.cache_reloads, units);
+  const std::string text = log.text(), said = "transformed a row group again for the same epoch";
+  EXPECT_NE(text.find(said), std::string::npos) << text;
+  EXPECT_EQ(text.find(said), text.rfind(said)) << text;
+  EXPECT_NE(text.find("pipeline.shuffle: block"), std::string::npos) << text;
+  EXPECT_EQ(text.find("over pipeline.cache_mib"), std::string::npos) << text;  // in flight fits
 }
 
 // A copy of `from` with one byte flipped inside the first row group's

@@ -134,6 +134,7 @@ struct PipelineStats {
   uint64_t skipped_units = 0;   // on_error skip
   uint64_t cache_loads = 0;     // units transformed
   uint64_t cache_hits = 0;      // units found already transformed
+  uint64_t cache_reloads = 0;   // loads of a unit already transformed for the same epoch
   size_t cache_resident_bytes = 0;
 };
 
