@@ -512,9 +512,10 @@ void Pipeline::Impl::FinishLoadLocked(size_t u, std::shared_ptr<const Unit> load
       warned_over_cache = true;
       WarnOverCacheLocked();
     }
-    // Every unit transformed twice in one epoch, on average: the order
-    // reuses units after the cache has let them go.
-    if (!warned_reloads && cache_reloads >= std::max<size_t>(4, source->units())) {
+    // As many reloads as units (at most 256, so that a dataset of many
+    // units is told early): the order reuses units after the cache has let
+    // them go.
+    if (!warned_reloads && cache_reloads >= std::clamp<size_t>(source->units(), 4, 256)) {
       warned_reloads = true;
       WarnReloadsLocked();
     }
