@@ -126,6 +126,8 @@ TEST(RankerTrainer, LearnsLogsEvaluatesAndCheckpoints) {
         EXPECT_GE(j[key].get<double>(), 0);
         EXPECT_LE(j[key].get<double>(), 1.05);
       }
+      ASSERT_TRUE(j.contains("loader_reloads"));
+      EXPECT_EQ(j["loader_reloads"].get<double>(), 0);  // the data fits the cache
       // The loader's work before the first step (it reads ahead while the
       // model is built) counts in the first window.
       if (train_lines == 1) {

@@ -100,6 +100,9 @@ void Trainer::WriteRecord(Window& w, bool first_record) {
   const double paused = WindowPhases(w.phases, secs, w.steps, record);
   record[fmt::format("{}_per_s", task_->unit())] = double(w.items) / std::max(1e-9, secs - paused);
   w.stage_busy = WindowStages(w.stage_busy, secs, record);
+  // Row groups loaded again for the same epoch so far: above 0, the cache
+  // is too small for the shuffle (the pipeline also warns).
+  record["loader_reloads"] = double(task_->training_pipeline().Stats().cache_reloads);
   sinks_.Write(step_, record, WallTimeNow());
   w.phases = phases_.seconds;
   w.loss = 0;
