@@ -420,11 +420,7 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   // need, and loads them again (the pipeline warns); block shuffle does
   // not. The first lm_capped_batches batches of epoch 1 each.
   const size_t lm_half_cache = std::max<size_t>(size_t{1} << 20, lm_tokens);  // 2 B a u16 token
-  uint64_t lm_units = 0;
-  {
-    const DatasetReader reader(tokens);
-    for (size_t i = 0; i < reader.num_shards(); ++i) lm_units += reader.shard(i).num_row_groups();
-  }
+  const uint64_t lm_units = Manifest::Load(tokens).row_groups();
   const uint64_t capped =
       std::min<uint64_t>(o.lm_capped_batches, lm_tokens / o.seq_len / o.lm_batch);
   const LmResult lm_global_half =

@@ -60,6 +60,12 @@ uint64_t Manifest::raw_bytes() const {
   return total;
 }
 
+uint64_t Manifest::row_groups() const {
+  uint64_t total = 0;
+  for (const auto& s : shards) total += s.row_groups;
+  return total;
+}
+
 std::string DescribeSchemaDifference(const std::vector<ColumnSpec>& schema,
                                      const std::vector<ColumnSpec>& reference) {
   std::vector<std::string> parts;

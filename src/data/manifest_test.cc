@@ -90,6 +90,7 @@ TEST(Manifest, RoundTripsExactly) {
   EXPECT_EQ(back.rows(), 150u);
   EXPECT_EQ(back.bytes(), 6000u);
   EXPECT_EQ(back.raw_bytes(), 7500u);
+  EXPECT_EQ(back.row_groups(), 3u);
   EXPECT_EQ(back.group_stats.groups, 15u);
   EXPECT_EQ(back.group_stats.max_length, 30u);
   for (const auto& [name, s] : m.stats) ExpectSameStats(back.stats.at(name), s);

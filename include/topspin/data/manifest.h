@@ -47,6 +47,7 @@ struct Manifest {
   uint64_t rows() const;
   uint64_t bytes() const;
   uint64_t raw_bytes() const;
+  uint64_t row_groups() const;
 
   // JSON text of the manifest (stable key order, 2-space indent).
   std::string ToJson() const;
