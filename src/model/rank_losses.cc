@@ -24,12 +24,15 @@ struct Padded {
   Tensor s, y, mask;  // [B, L]; s and y are 0 at padding
 };
 
-Padded Pad(const Tensor& scores, const Tensor& labels, const Tensor& offsets) {
+// `longest` is the longest list when the host knows it (else read back).
+Padded Pad(const Tensor& scores, const Tensor& labels, const Tensor& offsets, int64_t longest) {
   const Tensor off = offsets.to(torch::kLong);
   const int64_t b = off.size(0) - 1;
   const Tensor lengths = off.slice(0, 1) - off.slice(0, 0, b);
-  const int64_t l = lengths.max().item<int64_t>();
-  const Tensor list = torch::repeat_interleave(torch::arange(b, off.options()), lengths);
+  const int64_t l = longest >= 0 ? longest : lengths.max().item<int64_t>();
+  // With its output size given, repeat_interleave reads nothing back.
+  const Tensor list = torch::repeat_interleave(torch::arange(b, off.options()), lengths, /*dim=*/0,
+                                               /*output_size=*/scores.size(0));
   const Tensor pos = torch::arange(scores.size(0), off.options()) - off.index_select(0, list);
   const auto index = c10::List<c10::optional<Tensor>>({list, pos});
   Padded p;
@@ -56,10 +59,11 @@ Tensor IdealDcg(const Padded& p) {
   return (sorted * Discounts(ranks).to(sorted.dtype())).sum(1);
 }
 
-// The sum over the lists in `valid` of `per_list`, and how many there are.
-RankLossTerms SumOver(const Tensor& per_list, const Tensor& valid) {
+// The sum over the lists in `valid` of `per_list`, and how many there are
+// (`known` when the host counted them, else read back).
+RankLossTerms SumOver(const Tensor& per_list, const Tensor& valid, int64_t known) {
   return {torch::where(valid, per_list, torch::zeros_like(per_list)).sum(),
-          valid.sum().item<int64_t>()};
+          known >= 0 ? known : valid.sum().item<int64_t>()};
 }
 
 // Pairs (i, j) of the same list with y_i > y_j, and s_i - s_j: [B, L, L].
@@ -69,11 +73,11 @@ std::pair<Tensor, Tensor> Pairs(const Padded& p) {
   return {pair, p.s.unsqueeze(2) - p.s.unsqueeze(1)};
 }
 
-RankLossTerms RankNet(const Padded& p) {
+RankLossTerms RankNet(const Padded& p, int64_t with_pair) {
   const auto [pair, diff] = Pairs(p);
   const Tensor loss = torch::softplus(-diff) * pair;
   const Tensor count = pair.sum({1, 2});
-  return SumOver(loss.sum({1, 2}) / count.clamp_min(1), count > 0);
+  return SumOver(loss.sum({1, 2}) / count.clamp_min(1), count > 0, with_pair);
 }
 
 RankLossTerms LambdaRank(const Padded& p) {
@@ -92,14 +96,14 @@ RankLossTerms LambdaRank(const Padded& p) {
   return {(torch::softplus(-diff) * weight * pair).sum(), p.s.size(0)};
 }
 
-RankLossTerms Softmax(const Padded& p) {
+RankLossTerms Softmax(const Padded& p, int64_t with_gain) {
   const Tensor t = Gains(p);
   const Tensor logp =
       torch::log_softmax(p.s.masked_fill(~p.mask, -std::numeric_limits<double>::infinity()), 1)
           .masked_fill(~p.mask, 0);
   const Tensor total = t.sum(1);
   const Tensor per_list = -(t * logp).sum(1) / total.clamp_min(1e-12);
-  return SumOver(per_list, total > 0);
+  return SumOver(per_list, total > 0, with_gain);
 }
 
 // The softmax loss on the CPU in one pass per list, without padding to
@@ -168,16 +172,16 @@ RankLossTerms FusedSoftmax(const Tensor& scores, const Tensor& labels, const Ten
   return {JaggedSoftmaxNode::apply(scores, pass.sum, pass.grad), pass.count};
 }
 
-RankLossTerms ApproxNdcg(const Padded& p, double temperature) {
+RankLossTerms ApproxNdcg(const Padded& p, double temperature, int64_t with_gain) {
   const int64_t l = p.s.size(1);
-  const Tensor others =
-      p.mask.unsqueeze(1) & ~torch::eye(l, torch::kDouble).to(torch::kBool).unsqueeze(0);
+  // The identity on the scores' device (a host one here failed on CUDA).
+  const Tensor others = p.mask.unsqueeze(1) & ~torch::eye(l, p.mask.options()).unsqueeze(0);
   // rank_i = 1 + sum_j sigmoid((s_j - s_i) / T) over the list's other documents.
   const Tensor sig = torch::sigmoid((p.s.unsqueeze(1) - p.s.unsqueeze(2)) / temperature);
   const Tensor rank = 1 + (sig * others).sum(2);
   const Tensor dcg = (Gains(p) / torch::log2(1 + rank)).sum(1);
   const Tensor idcg = IdealDcg(p);
-  return SumOver(1 - dcg / idcg.clamp_min(1e-12), idcg > 0);
+  return SumOver(1 - dcg / idcg.clamp_min(1e-12), idcg > 0, with_gain);
 }
 
 void CheckShapes(const Tensor& scores, const Tensor& labels, const Tensor& offsets) {
@@ -208,8 +212,32 @@ RankLoss ParseRankLoss(std::string_view name) {
                     ErrorWhere{.field = "model.loss"}, "choose one of " + choices);
 }
 
+ListFacts HostListFacts(const float* labels, const int64_t* offsets, int64_t lists) {
+  ListFacts f{.longest = 0, .with_pair = 0, .with_gain = 0};
+  bool gains_known = true;
+  for (int64_t list = 0; list < lists; ++list) {
+    const int64_t begin = offsets[list], end = offsets[list + 1];
+    f.longest = std::max(f.longest, end - begin);
+    // NaN compares false both ways, as in the device's pair mask.
+    float low = std::numeric_limits<float>::infinity(), high = -low;
+    bool gain = false;
+    for (int64_t i = begin; i < end; ++i) {
+      const float y = labels[i];
+      low = y < low ? y : low;
+      high = y > high ? y : high;
+      gain |= y > 0;
+      gains_known &= y == 0 || y >= 1e-3f;  // false for NaN and negatives
+    }
+    f.with_pair += high > low ? 1 : 0;
+    f.with_gain += gain ? 1 : 0;
+  }
+  if (!gains_known) f.with_gain = -1;
+  return f;
+}
+
 RankLossTerms RankingLossTerms(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
-                               const at::Tensor& offsets, const RankLossOptions& options) {
+                               const at::Tensor& offsets, const RankLossOptions& options,
+                               const ListFacts& facts) {
   CheckShapes(scores, labels, offsets);
   if (offsets.size(0) == 1 || scores.size(0) == 0) return {(scores * 0).sum(), 0};
   switch (loss) {
@@ -227,12 +255,12 @@ RankLossTerms RankingLossTerms(RankLoss loss, const at::Tensor& scores, const at
       break;
     default: break;
   }
-  const Padded p = Pad(scores, labels, offsets);
+  const Padded p = Pad(scores, labels, offsets, facts.longest);
   switch (loss) {
-    case RankLoss::kRankNet: return RankNet(p);
+    case RankLoss::kRankNet: return RankNet(p, facts.with_pair);
     case RankLoss::kLambdaRank: return LambdaRank(p);
-    case RankLoss::kSoftmax: return Softmax(p);
-    case RankLoss::kApproxNdcg: return ApproxNdcg(p, options.temperature);
+    case RankLoss::kSoftmax: return Softmax(p, facts.with_gain);
+    case RankLoss::kApproxNdcg: return ApproxNdcg(p, options.temperature, facts.with_gain);
     default: throw InternalError("unhandled ranking loss");
   }
 }

@@ -103,6 +103,52 @@ TEST(RankLosses, FusedSoftmaxEqualsThePaddedReference) {
   }
 }
 
+// The host's facts of a batch (longest list, lists with a pair, lists with
+// a gain) are exactly what the padded losses would read back, and with them
+// every loss gives the same sum, count and gradient.
+TEST(RankLosses, HostListFactsReplaceTheReadBacks) {
+  torch::manual_seed(6);
+  const std::vector<int64_t> off = {0, 5, 5, 6, 9, 20, 23, 40};
+  auto y = torch::randint(0, 5, {40}, torch::kFloat);
+  y.slice(0, 20, 23).fill_(2);  // list 5: a gain, no pair
+  y.slice(0, 6, 9).zero_();     // list 3: neither
+  const ListFacts f = HostListFacts(y.data_ptr<float>(), off.data(), 7);
+  EXPECT_EQ(f.longest, 17);
+  const auto o = Offsets(off);
+  const auto base = torch::randn({40}, torch::kDouble);
+  for (RankLoss kind : kAll) {
+    SCOPED_TRACE(RankLossName(kind));
+    RankLossTerms terms[2];
+    torch::Tensor grads[2];
+    for (int known = 0; known < 2; ++known) {
+      auto s = base.clone().requires_grad_(true);
+      terms[known] =
+          RankingLossTerms(kind, s, y, o, {.cpu_fused = false}, known == 1 ? f : ListFacts{});
+      terms[known].sum.backward();
+      grads[known] = s.grad();
+    }
+    EXPECT_EQ(terms[1].count, terms[0].count);
+    EXPECT_EQ(terms[1].sum.item<double>(), terms[0].sum.item<double>());
+    EXPECT_TRUE(torch::equal(grads[1], grads[0]));
+    if (kind == RankLoss::kRankNet) {
+      EXPECT_EQ(terms[0].count, f.with_pair);
+    }
+    if (kind == RankLoss::kSoftmax || kind == RankLoss::kApproxNdcg) {
+      EXPECT_EQ(terms[0].count, f.with_gain);
+    }
+  }
+  // Labels a float32 gain may round to 0, or negative ones, leave the
+  // gain count to the device; NaN never makes a pair.
+  const std::vector<int64_t> one = {0, 3};
+  for (const float odd : {1e-4f, -1.0f, std::nanf("")}) {
+    const std::vector<float> labels = {0, odd, 0};
+    const ListFacts g = HostListFacts(labels.data(), one.data(), 1);
+    EXPECT_EQ(g.with_gain, -1) << odd;
+    EXPECT_EQ(g.with_pair, std::isnan(odd) ? 0 : 1) << odd;
+    EXPECT_EQ(g.longest, 3);
+  }
+}
+
 TEST(RankLosses, NothingToLearnGivesZeroAndNames) {
   const auto o = Offsets({0, 2, 3});
   const auto zeros = D({0, 0, 0});

@@ -42,6 +42,24 @@ int64_t MlpFlops(int64_t in, const std::vector<int64_t>& widths, bool final_line
   return flops + (final_linear ? 2 * in : 0);
 }
 
+// Throws InternalError for an id of `sparse` [n, C] outside its table (C =
+// the tables' count), naming the document.
+void CheckIds(const int64_t* sparse, int64_t n, const std::vector<int64_t>& table_sizes) {
+  const auto columns = static_cast<int64_t>(table_sizes.size());
+  for (int64_t c = 0; c < columns; ++c) {
+    const int64_t size = table_sizes[size_t(c)];
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = sparse[i * columns + c];
+      if (id < 0 || id >= size) {
+        throw InternalError(
+            fmt::format("ranker: id {} of document {} is outside table {} "
+                        "({} rows)",
+                        id, i, c, size));
+      }
+    }
+  }
+}
+
 // Unique ids of one table's column of `sparse` [N, C] (ascending) and each
 // document's index into them, in one sort of (id, document) keys.
 struct UniqueIds {
@@ -328,6 +346,9 @@ struct Ranker::Impl {
   std::shared_ptr<DenseNet> net;
   std::vector<at::Tensor> tables;
 
+  Output Forward(const at::Tensor& dense, const at::Tensor& sparse, bool train,
+                 const Uniques* uniques) const;
+
   // The MLP `seq` on x: one MlpNode on the CPU in float32 (not under
   // autocast), the modules otherwise.
   at::Tensor Mlp(torch::nn::Sequential& seq, const at::Tensor& x, bool relu_last) const {
@@ -350,13 +371,23 @@ struct Ranker::Impl {
 
   // x0 = concat(d, the documents' embedding rows), recording each table's
   // unique ids and gathered rows in `out`.
-  at::Tensor Gather(const at::Tensor& d, const at::Tensor& sparse, bool train, Output& out) const {
+  // `uniques`: from HostUniques, or null to find them here.
+  at::Tensor Gather(const at::Tensor& d, const at::Tensor& sparse, bool train, Output& out,
+                    const Uniques* uniques) const {
     if (GathersOnHost(d, sparse)) return GatherOnHost(d, sparse, train, out);
     std::vector<at::Tensor> parts = {d};
+    int64_t first = 0;
     for (size_t c = 0; c < tables.size(); ++c) {
-      const auto [ids, inverse, counts] =
-          at::_unique2(sparse.select(1, static_cast<int64_t>(c)), /*sorted=*/true,
-                       /*return_inverse=*/true, /*return_counts=*/false);
+      at::Tensor ids, inverse;
+      if (uniques != nullptr) {
+        ids = uniques->ids.narrow(0, first, uniques->counts[c]);
+        inverse = uniques->inverse.select(0, static_cast<int64_t>(c));
+        first += uniques->counts[c];
+      } else {
+        std::tie(ids, inverse, std::ignore) =
+            at::_unique2(sparse.select(1, static_cast<int64_t>(c)), /*sorted=*/true,
+                         /*return_inverse=*/true, /*return_counts=*/false);
+      }
       at::Tensor rows = tables[c].index_select(0, ids);
       if (train) rows.requires_grad_(true);
       parts.push_back(rows.index_select(0, inverse));
@@ -387,17 +418,7 @@ struct Ranker::Impl {
     const int64_t n = sparse.size(0), columns = sparse.size(1), e = options.embedding_dim;
     const at::Tensor sp = sparse.contiguous();
     const int64_t* ids = sp.data_ptr<int64_t>();
-    for (int64_t c = 0; c < columns; ++c) {  // out-of-range ids fail like index_select
-      const int64_t size = tables[size_t(c)].size(0);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t id = ids[i * columns + c];
-        if (id < 0 || id >= size) {
-          throw InternalError(fmt::format("ranker: id {} of document {} is outside table {} "
-                                          "({} rows)",
-                                          id, i, c, size));
-        }
-      }
-    }
+    CheckIds(ids, n, options.table_sizes);  // out-of-range ids fail like index_select
     at::Tensor inverse = torch::empty({columns, n}, torch::kInt);
     std::vector<at::Tensor> unique(static_cast<size_t>(columns)), rows(unique.size());
     // One column per task, dealt largest table first so that the threads'
@@ -452,7 +473,51 @@ Ranker::~Ranker() = default;
 
 Ranker::Output Ranker::Forward(const at::Tensor& dense, const at::Tensor& sparse,
                                bool train) const {
-  const RankerOptions& o = impl_->options;
+  return impl_->Forward(dense, sparse, train, nullptr);
+}
+
+Ranker::Output Ranker::Forward(const at::Tensor& dense, const at::Tensor& sparse, bool train,
+                               const Uniques& uniques) const {
+  if (uniques.counts.size() != impl_->tables.size() ||
+      (!impl_->tables.empty() && uniques.inverse.size(1) != sparse.size(0))) {
+    throw InternalError(fmt::format("ranker: uniques for {} tables, the model has {}",
+                                    uniques.counts.size(), impl_->tables.size()));
+  }
+  return impl_->Forward(dense, sparse, train, &uniques);
+}
+
+Ranker::Uniques Ranker::HostUniques(const int64_t* sparse, int64_t n, bool pinned) const {
+  const auto columns = static_cast<int64_t>(impl_->tables.size());
+  CheckIds(sparse, n, impl_->options.table_sizes);
+  std::vector<UniqueIds> each(static_cast<size_t>(columns));
+  int64_t total = 0;
+  for (int64_t c = 0; c < columns; ++c) {
+    const int64_t size = impl_->options.table_sizes[size_t(c)];
+    if (size > std::numeric_limits<int64_t>::max() / std::max<int64_t>(1, n)) {
+      throw InternalError(
+          fmt::format("ranker: table {} ({} rows) is too large for the host's "
+                      "unique ids of {} documents",
+                      c, size, n));
+    }
+    each[size_t(c)] = UniqueColumn(sparse, n, columns, c, size);
+    total += static_cast<int64_t>(each[size_t(c)].ids.size());
+  }
+  const auto options = torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned);
+  Uniques u{.ids = torch::empty({total}, options), .inverse = torch::empty({columns, n}, options)};
+  int64_t* ids = u.ids.data_ptr<int64_t>();
+  int64_t* inverse = u.inverse.data_ptr<int64_t>();
+  for (int64_t c = 0; c < columns; ++c) {
+    const UniqueIds& e = each[size_t(c)];
+    ids = std::copy(e.ids.begin(), e.ids.end(), ids);
+    std::copy(e.inverse.begin(), e.inverse.end(), inverse + c * n);
+    u.counts.push_back(static_cast<int64_t>(e.ids.size()));
+  }
+  return u;
+}
+
+Ranker::Output Ranker::Impl::Forward(const at::Tensor& dense, const at::Tensor& sparse, bool train,
+                                     const Uniques* uniques) const {
+  const RankerOptions& o = options;
   const int64_t n = dense.size(0);
   if (dense.dim() != 2 || dense.size(1) != o.dense_dim || sparse.dim() != 2 ||
       sparse.size(0) != n || sparse.size(1) != static_cast<int64_t>(o.table_sizes.size())) {
@@ -465,12 +530,11 @@ Ranker::Output Ranker::Forward(const at::Tensor& dense, const at::Tensor& sparse
   std::optional<torch::NoGradGuard> no_grad;
   if (!train) no_grad.emplace();
   Output out;
-  const at::Tensor d =
-      o.bottom.empty() ? dense : impl_->Mlp(impl_->net->bottom, dense, /*relu_last=*/true);
-  const at::Tensor x0 = impl_->Gather(d, sparse, train, out);
+  const at::Tensor d = o.bottom.empty() ? dense : Mlp(net->bottom, dense, /*relu_last=*/true);
+  const at::Tensor x0 = Gather(d, sparse, train, out, uniques);
   at::Tensor x = x0;
-  for (auto& layer : impl_->net->cross) x = x0 * layer->forward(x) + x;
-  out.scores = impl_->Mlp(impl_->net->top, x, /*relu_last=*/false).squeeze(1);
+  for (auto& layer : net->cross) x = x0 * layer->forward(x) + x;
+  out.scores = Mlp(net->top, x, /*relu_last=*/false).squeeze(1);
   return out;
 }
 

@@ -130,6 +130,69 @@ TEST(Ranker, FusedCpuPathEqualsTheModulePath) {
   }
 }
 
+// The host's unique ids (what a CUDA step copies with its batch) are
+// at::_unique2's, and the device path gives bitwise the same scores, rows
+// and gradients with them as without.
+TEST(Ranker, HostUniquesAreTheDevicePathsUniques) {
+  torch::manual_seed(9);
+  const int64_t n = 300;
+  const auto dense = torch::randn({n, 5});
+  const auto sparse =
+      torch::stack({torch::randint(0, 3, {n}), torch::randint(0, 30, {n}) * 33}, 1).contiguous();
+  RankerOptions o = Small();
+  o.table_sizes = {3, 1000};  // a small table (marked) and a large one (sorted)
+  o.cpu_fused = false;        // the path every device takes
+  Ranker::Output outs[2];
+  std::vector<torch::Tensor> grads[2];
+  for (int host = 0; host < 2; ++host) {
+    Ranker r(o);
+    if (host == 0) {
+      outs[host] = r.Forward(dense, sparse, /*train=*/true);
+    } else {
+      const Ranker::Uniques u = r.HostUniques(sparse.data_ptr<int64_t>(), n, /*pinned=*/false);
+      ASSERT_EQ(u.counts.size(), 2u);
+      EXPECT_EQ(u.ids.size(0), u.counts[0] + u.counts[1]);
+      for (int64_t c = 0; c < 2; ++c) {
+        const auto [ids, inverse, counts] = at::_unique2(sparse.select(1, c), true, true, false);
+        const int64_t first = c == 0 ? 0 : u.counts[0];
+        EXPECT_TRUE(torch::equal(u.ids.narrow(0, first, u.counts[size_t(c)]), ids)) << c;
+        EXPECT_TRUE(torch::equal(u.inverse.select(0, c), inverse)) << c;
+      }
+      outs[host] = r.Forward(dense, sparse, /*train=*/true, u);
+    }
+    outs[host].scores.pow(2).sum().backward();
+    for (const auto& p : r.dense_module().parameters()) grads[host].push_back(p.grad());
+    for (const auto& rows : outs[host].rows) grads[host].push_back(rows.grad());
+  }
+  EXPECT_TRUE(torch::equal(outs[1].scores, outs[0].scores));
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_TRUE(torch::equal(outs[1].unique_ids[c], outs[0].unique_ids[c])) << c;
+  }
+  ASSERT_EQ(grads[1].size(), grads[0].size());
+  for (size_t k = 0; k < grads[0].size(); ++k) EXPECT_TRUE(torch::equal(grads[1][k], grads[0][k]));
+  // The gather takes the ids it is given: reversed, with the inverse to
+  // match, the rows come in that order and the scores stay the same.
+  {
+    const Ranker r(o);
+    Ranker::Uniques u = r.HostUniques(sparse.data_ptr<int64_t>(), n, /*pinned=*/false);
+    const int64_t first = u.counts[0], count = u.counts[1];
+    const auto reversed = u.ids.narrow(0, first, count).flip(0);
+    u.ids = torch::cat({u.ids.narrow(0, 0, first), reversed});
+    u.inverse = torch::stack({u.inverse[0], count - 1 - u.inverse[1]});
+    const Ranker::Output out = r.Forward(dense, sparse, /*train=*/false, u);
+    EXPECT_TRUE(torch::equal(out.unique_ids[1], reversed));
+    EXPECT_TRUE(torch::equal(out.scores, r.Forward(dense, sparse, /*train=*/false).scores));
+  }
+  auto bad = sparse.clone();
+  bad[11][1] = 1000;
+  try {
+    Ranker(o).HostUniques(bad.data_ptr<int64_t>(), n, /*pinned=*/false);
+    FAIL() << "an id outside its table was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("document 11"), std::string::npos) << e.what();
+  }
+}
+
 // The fused CPU nodes split their loops over LibTorch's threads (rows,
 // columns, tables); each output element is computed the same way however
 // they split, so scores and every gradient are bitwise the same on 1, 2 and

@@ -53,6 +53,7 @@ struct BatchCopier::Impl {
   // A host batch until its copy has completed.
   struct Parked {
     BatchPtr batch;
+    std::vector<torch::Tensor> extra;
     std::shared_ptr<at::cuda::CUDAEvent> copied;
   };
   ReleaseQueue<Parked> parked;
@@ -60,7 +61,7 @@ struct BatchCopier::Impl {
   std::deque<std::pair<int64_t, std::shared_ptr<at::cuda::CUDAEvent>>> launched;
   int64_t next_ticket = 0;
 
-  DeviceBatch Copy(BatchPtr batch) {
+  DeviceBatch Copy(BatchPtr batch, std::vector<torch::Tensor> extra) {
     DeviceBatch out = Describe(*batch);
     out.ticket = next_ticket++;
     const BatchTensors host = WrapHost(*batch);
@@ -73,11 +74,13 @@ struct BatchCopier::Impl {
       };
       out.t = {copy(host.dense), copy(host.sparse), copy(host.labels), copy(host.offsets),
                copy(host.tokens)};
+      for (const auto& t : extra) out.extra.push_back(copy(t));
       copied->record(*copy_stream);
     }
     launched.emplace_back(out.ticket, copied);
-    parked.Push(Parked{std::move(batch), copied}, [copied] { return copied->query(); },
-                [copied] { copied->synchronize(); });
+    parked.Push(
+        Parked{std::move(batch), std::move(extra), copied}, [copied] { return copied->query(); },
+        [copied] { copied->synchronize(); });
     parked.Poll();
     return out;
   }
@@ -96,6 +99,9 @@ struct BatchCopier::Impl {
     for (auto* t : {&b.t.dense, &b.t.sparse, &b.t.labels, &b.t.offsets, &b.t.tokens}) {
       if (t->defined()) t->record_stream(compute);
     }
+    for (auto& t : b.extra) {
+      if (t.defined()) t.record_stream(compute);
+    }
   }
 };
 #else
@@ -103,7 +109,9 @@ struct BatchCopier::Impl {
   ComputeDevice device;
   struct Parked {};
   ReleaseQueue<Parked> parked;
-  DeviceBatch Copy(BatchPtr) { throw InternalError("BatchCopier: CUDA in a build without CUDA"); }
+  DeviceBatch Copy(BatchPtr, std::vector<torch::Tensor>) {
+    throw InternalError("BatchCopier: CUDA in a build without CUDA");
+  }
   void Use(DeviceBatch&, DeviceTimer&) {}
 };
 #endif
@@ -126,15 +134,16 @@ BatchCopier::~BatchCopier() {
   }
 }
 
-DeviceBatch BatchCopier::Copy(BatchPtr batch) {
+DeviceBatch BatchCopier::Copy(BatchPtr batch, std::vector<torch::Tensor> extra) {
   if (!batch) throw InternalError("BatchCopier::Copy: no batch");
   if (!impl_->device.cuda) {
     DeviceBatch out = Describe(*batch);
     out.t = WrapHost(*batch);
     out.host = std::move(batch);
+    out.extra = std::move(extra);
     return out;
   }
-  return impl_->Copy(std::move(batch));
+  return impl_->Copy(std::move(batch), std::move(extra));
 }
 
 void BatchCopier::Use(DeviceBatch& batch, DeviceTimer& timer) {

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -42,6 +43,7 @@ struct DeviceBatch {
   uint64_t epoch = 0, index = 0;  // the batch's place in the order (for resume)
   int64_t ticket = -1;            // CUDA: its copy, for Use()
   BatchPtr host{nullptr, BatchReturn{nullptr}};  // CPU: the memory `t` views; CUDA: empty
+  std::vector<torch::Tensor> extra;              // Copy()'s `extra`, on the compute device
 };
 
 // Tensors viewing a host batch's arrays (no copy); `b` must outlive them.
@@ -54,7 +56,10 @@ class BatchCopier {
   BatchCopier(const BatchCopier&) = delete;
   BatchCopier& operator=(const BatchCopier&) = delete;
 
-  DeviceBatch Copy(BatchPtr batch);
+  // `extra`: host tensors a task computed from the batch (the ranker's
+  // unique ids), copied with it on the same stream; page-locked ones copy
+  // without blocking the host. Kept alive until the copy has completed.
+  DeviceBatch Copy(BatchPtr batch, std::vector<torch::Tensor> extra = {});
   // Before the compute stream reads `batch` (CUDA; a no-op on the CPU).
   void Use(DeviceBatch& batch, DeviceTimer& timer);
   // Host batches whose copies are still in flight (after releasing the

@@ -68,6 +68,10 @@ class RankerTask final : public Task {
   // On CUDA the copies run one batch ahead: this batch's copy was launched
   // during the previous micro-batch, and the next one's is launched now,
   // before this one computes.
+  //
+  // What the host can tell of a batch is computed from it here, so that the
+  // device path reads nothing back while it trains on it: the lists' facts
+  // for the loss, and on CUDA each table's unique ids for the gather.
   void NextBatch(Phases& phases) override {
     const auto fetch = [&] {
       BatchPtr b;
@@ -75,7 +79,17 @@ class RankerTask final : public Task {
         const PhaseTimer timer = phases.Time("data_wait");
         b = train_->Next();
       }
-      return copier_.Copy(std::move(b));
+      Ready r;
+      r.facts = HostListFacts(b->labels_data(), b->offsets_data(), int64_t(b->num_lists));
+      std::vector<torch::Tensor> extra;
+      if (device_.cuda && !ranker_->tables().empty()) {
+        Ranker::Uniques u =
+            ranker_->HostUniques(b->sparse_data(), int64_t(b->num_docs), /*pinned=*/true);
+        extra = {std::move(u.ids), std::move(u.inverse)};
+        r.unique_counts = std::move(u.counts);
+      }
+      r.batch = copier_.Copy(std::move(b), std::move(extra));
+      return r;
     };
     if (!device_.cuda) {
       batch_ = fetch();
@@ -84,17 +98,22 @@ class RankerTask final : public Task {
     if (!ahead_) ahead_ = fetch();
     batch_ = std::move(*ahead_);
     ahead_ = fetch();
-    copier_.Use(*batch_, *phases.device);
+    copier_.Use(batch_->batch, *phases.device);
   }
 
   LossTerms Forward(const Precision& precision) override {
-    const BatchTensors& t = batch_->t;
-    Ranker::Output out =
-        precision.Run([&] { return ranker_->Forward(t.dense, t.sparse, /*train=*/true); });
+    const Ready& r = *batch_;
+    const BatchTensors& t = r.batch.t;
+    Ranker::Output out = precision.Run([&] {
+      if (r.unique_counts.empty()) return ranker_->Forward(t.dense, t.sparse, /*train=*/true);
+      return ranker_->Forward(t.dense, t.sparse, /*train=*/true,
+                              {r.batch.extra[0], r.batch.extra[1], r.unique_counts});
+    });
     if (precision.bf16()) out.scores = out.scores.to(torch::kFloat);
-    const RankLossTerms terms = RankingLossTerms(loss_, out.scores, t.labels, t.offsets);
+    const RankLossTerms terms =
+        RankingLossTerms(loss_, out.scores, t.labels, t.offsets, {}, r.facts);
     sparse_->Add(out.unique_ids, out.rows);
-    return {terms.sum, terms.count, int64_t(batch_->num_docs)};
+    return {terms.sum, terms.count, int64_t(r.batch.num_docs)};
   }
 
   void EndMicroBatch() override { batch_.reset(); }
@@ -103,8 +122,8 @@ class RankerTask final : public Task {
   PipelineState LoaderState() const override {
     PipelineState ps = train_->state();
     if (ahead_) {
-      ps.epoch = ahead_->epoch;
-      ps.next_batch = ahead_->index;
+      ps.epoch = ahead_->batch.epoch;
+      ps.next_batch = ahead_->batch.index;
     }
     return ps;
   }
@@ -138,8 +157,14 @@ class RankerTask final : public Task {
   std::shared_ptr<const Manifest> statistics_;  // data.train's
   std::unique_ptr<Ranker> ranker_;
   std::unique_ptr<SparseState> sparse_;
-  std::optional<DeviceBatch> batch_;  // the micro-batch being trained on
-  std::optional<DeviceBatch> ahead_;  // CUDA: the next batch, its copy in flight
+  // A batch on the device with what the host found in it.
+  struct Ready {
+    DeviceBatch batch;  // extra (CUDA): the unique ids and inverse of HostUniques
+    ListFacts facts;
+    std::vector<int64_t> unique_counts;  // CUDA: per table; empty: the gather finds them
+  };
+  std::optional<Ready> batch_;  // the micro-batch being trained on
+  std::optional<Ready> ahead_;  // CUDA: the next batch, its copy in flight
 };
 
 }  // namespace

@@ -50,8 +50,25 @@ struct RankLossTerms {
   at::Tensor sum;  // scalar, differentiable
   int64_t count = 0;
 };
+
+// What the host knows of a batch's lists before the device computes
+// (HostListFacts, from the host batch's labels and offsets). With them the
+// padded losses read nothing back: on CUDA each read-back (.item()) waits
+// for every kernel queued before it, so the host cannot run ahead of the
+// GPU. -1 is "not known", and that number is read back as before.
+struct ListFacts {
+  int64_t longest = -1;    // the longest list: the padded width L
+  int64_t with_pair = -1;  // lists with two different labels (ranknet's count)
+  int64_t with_gain = -1;  // lists with a positive gain (softmax's and approx_ndcg's count)
+};
+// with_gain is known only when every label is 0 or at least 1e-3 (then a
+// list's gains, 2^y - 1 in float32, sum above 0 exactly when it has a
+// positive label); longest and with_pair always.
+ListFacts HostListFacts(const float* labels, const int64_t* offsets, int64_t lists);
+
 RankLossTerms RankingLossTerms(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,
-                               const at::Tensor& offsets, const RankLossOptions& options = {});
+                               const at::Tensor& offsets, const RankLossOptions& options = {},
+                               const ListFacts& facts = {});
 
 // sum / count of RankingLossTerms; 0 (with a zero gradient) when count is 0.
 at::Tensor RankingLoss(RankLoss loss, const at::Tensor& scores, const at::Tensor& labels,

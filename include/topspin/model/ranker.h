@@ -71,6 +71,25 @@ class Ranker {
   // train: rows require grad (for the sparse update); eval: no autograd.
   Output Forward(const at::Tensor& dense, const at::Tensor& sparse, bool train) const;
 
+  // Each table's unique ids in a batch (ascending) and every document's
+  // index into them, as at::_unique2 would give them. On CUDA, _unique2
+  // reads its output's size back, waiting for the GPU once per table and
+  // step; HostUniques computes them on the host from the host batch, and
+  // the device path takes them with the batch's other tensors instead.
+  struct Uniques {
+    at::Tensor ids;               // [sum of counts] int64, table after table
+    at::Tensor inverse;           // [C, N] int64
+    std::vector<int64_t> counts;  // per table: its unique ids
+  };
+  // sparse: the host batch's [n, C] ids; `pinned` allocates the tensors in
+  // page-locked memory (for non-blocking copies to a GPU). Throws
+  // InternalError for an id outside its table, as the gather would.
+  Uniques HostUniques(const int64_t* sparse, int64_t n, bool pinned) const;
+  // Forward with `uniques` (on the device of `sparse`) instead of _unique2
+  // on the device path; the CPU's fused gather computes its own.
+  Output Forward(const at::Tensor& dense, const at::Tensor& sparse, bool train,
+                 const Uniques& uniques) const;
+
   // Moves the dense module and the tables to `device` (before FlatParams
   // takes the parameters).
   void To(const c10::Device& device);
