@@ -1,7 +1,6 @@
 #include "topspin/model/ranker.h"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -70,6 +69,7 @@ struct UniqueIds {
 UniqueIds UniqueColumn(const int64_t* sparse, int64_t n, int64_t columns, int64_t c,
                        int64_t table_size) {
   UniqueIds u;
+  if (n == 0) return u;
   u.inverse.resize(static_cast<size_t>(n));
   if (table_size <= 4 * n) {  // a small table: mark, number in order, look up
     std::vector<int32_t> slot(static_cast<size_t>(table_size), -1);
@@ -83,24 +83,35 @@ UniqueIds UniqueColumn(const int64_t* sparse, int64_t n, int64_t columns, int64_
     for (int64_t i = 0; i < n; ++i) u.inverse[size_t(i)] = slot[size_t(sparse[i * columns + c])];
     return u;
   }
-  // Keys id * n + document sort by id, then document; table_size * n fits
-  // (checked by the caller). A least-significant-digit radix sort, 11 bits
-  // a pass: 3 passes for 2^18-row tables and batches of ~1k documents.
-  std::vector<int64_t> keys(static_cast<size_t>(n)), spare(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) keys[size_t(i)] = sparse[i * columns + c] * n + i;
-  const int bits = std::bit_width(static_cast<uint64_t>(table_size * n));
-  constexpr int kDigit = 11;
-  for (int shift = 0; shift < bits; shift += kDigit) {
-    std::array<uint32_t, (1 << kDigit) + 1> start{};
-    for (const int64_t key : keys) ++start[((key >> shift) & ((1 << kDigit) - 1)) + 1];
+  // Keys (id << doc_bits) | document, in document order, sorted by their
+  // id bits alone: a least-significant-digit radix sort is stable, so each
+  // id's documents stay in order, and a shift and a mask split the keys
+  // (dividing by n cost more than the sort). They fit 64 bits: table_size
+  // * n fits int64 (checked by the caller) and 2^doc_bits < 2n. Digits of
+  // at most 11 bits, as few passes as that allows: 2 passes of 9 bits for
+  // 2^18-row tables.
+  const int doc_bits = std::bit_width(static_cast<uint64_t>(n - 1));
+  const uint64_t doc_mask = (uint64_t{1} << doc_bits) - 1;
+  std::vector<uint64_t> keys(static_cast<size_t>(n)), spare(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    keys[size_t(i)] = static_cast<uint64_t>(sparse[i * columns + c]) << doc_bits | uint64_t(i);
+  }
+  const int id_bits = std::bit_width(static_cast<uint64_t>(table_size - 1));
+  const int passes = (id_bits + 10) / 11, digit = passes ? (id_bits + passes - 1) / passes : 0;
+  const uint64_t digit_mask = (uint64_t{1} << digit) - 1;
+  std::vector<uint32_t> start((size_t{1} << digit) + 1);
+  for (int pass = 0; pass < passes; ++pass) {
+    const int shift = doc_bits + pass * digit;
+    std::fill(start.begin(), start.end(), 0u);
+    for (const uint64_t key : keys) ++start[((key >> shift) & digit_mask) + 1];
     for (size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
-    for (const int64_t key : keys) spare[start[(key >> shift) & ((1 << kDigit) - 1)]++] = key;
+    for (const uint64_t key : keys) spare[start[(key >> shift) & digit_mask]++] = key;
     keys.swap(spare);
   }
-  for (const int64_t key : keys) {
-    const int64_t id = key / n;
+  for (const uint64_t key : keys) {
+    const auto id = static_cast<int64_t>(key >> doc_bits);
     if (u.ids.empty() || u.ids.back() != id) u.ids.push_back(id);
-    u.inverse[size_t(key % n)] = int32_t(u.ids.size() - 1);
+    u.inverse[size_t(key & doc_mask)] = int32_t(u.ids.size() - 1);
   }
   return u;
 }

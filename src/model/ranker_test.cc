@@ -137,11 +137,15 @@ TEST(Ranker, HostUniquesAreTheDevicePathsUniques) {
   torch::manual_seed(9);
   const int64_t n = 300;
   const auto dense = torch::randn({n, 5});
-  const auto sparse =
-      torch::stack({torch::randint(0, 3, {n}), torch::randint(0, 30, {n}) * 33}, 1).contiguous();
+  // A small table (marked), and two large ones (sorted by a radix sort in
+  // one pass and in two), with repeated ids.
+  const auto sparse = torch::stack({torch::randint(0, 3, {n}), torch::randint(0, 30, {n}) * 33,
+                                    torch::randint(0, 100, {n}) * 10007},
+                                   1)
+                          .contiguous();
   RankerOptions o = Small();
-  o.table_sizes = {3, 1000};  // a small table (marked) and a large one (sorted)
-  o.cpu_fused = false;        // the path every device takes
+  o.table_sizes = {3, 2000, 1 << 20};
+  o.cpu_fused = false;  // the path every device takes
   Ranker::Output outs[2];
   std::vector<torch::Tensor> grads[2];
   for (int host = 0; host < 2; ++host) {
@@ -150,13 +154,14 @@ TEST(Ranker, HostUniquesAreTheDevicePathsUniques) {
       outs[host] = r.Forward(dense, sparse, /*train=*/true);
     } else {
       const Ranker::Uniques u = r.HostUniques(sparse.data_ptr<int64_t>(), n, /*pinned=*/false);
-      ASSERT_EQ(u.counts.size(), 2u);
-      EXPECT_EQ(u.ids.size(0), u.counts[0] + u.counts[1]);
-      for (int64_t c = 0; c < 2; ++c) {
+      ASSERT_EQ(u.counts.size(), 3u);
+      EXPECT_EQ(u.ids.size(0), u.counts[0] + u.counts[1] + u.counts[2]);
+      int64_t first = 0;
+      for (int64_t c = 0; c < 3; ++c) {
         const auto [ids, inverse, counts] = at::_unique2(sparse.select(1, c), true, true, false);
-        const int64_t first = c == 0 ? 0 : u.counts[0];
         EXPECT_TRUE(torch::equal(u.ids.narrow(0, first, u.counts[size_t(c)]), ids)) << c;
         EXPECT_TRUE(torch::equal(u.inverse.select(0, c), inverse)) << c;
+        first += u.counts[size_t(c)];
       }
       outs[host] = r.Forward(dense, sparse, /*train=*/true, u);
     }
@@ -165,7 +170,7 @@ TEST(Ranker, HostUniquesAreTheDevicePathsUniques) {
     for (const auto& rows : outs[host].rows) grads[host].push_back(rows.grad());
   }
   EXPECT_TRUE(torch::equal(outs[1].scores, outs[0].scores));
-  for (size_t c = 0; c < 2; ++c) {
+  for (size_t c = 0; c < 3; ++c) {
     EXPECT_TRUE(torch::equal(outs[1].unique_ids[c], outs[0].unique_ids[c])) << c;
   }
   ASSERT_EQ(grads[1].size(), grads[0].size());
@@ -177,14 +182,15 @@ TEST(Ranker, HostUniquesAreTheDevicePathsUniques) {
     Ranker::Uniques u = r.HostUniques(sparse.data_ptr<int64_t>(), n, /*pinned=*/false);
     const int64_t first = u.counts[0], count = u.counts[1];
     const auto reversed = u.ids.narrow(0, first, count).flip(0);
-    u.ids = torch::cat({u.ids.narrow(0, 0, first), reversed});
-    u.inverse = torch::stack({u.inverse[0], count - 1 - u.inverse[1]});
+    u.ids = torch::cat(
+        {u.ids.narrow(0, 0, first), reversed, u.ids.narrow(0, first + count, u.counts[2])});
+    u.inverse = torch::stack({u.inverse[0], count - 1 - u.inverse[1], u.inverse[2]});
     const Ranker::Output out = r.Forward(dense, sparse, /*train=*/false, u);
     EXPECT_TRUE(torch::equal(out.unique_ids[1], reversed));
     EXPECT_TRUE(torch::equal(out.scores, r.Forward(dense, sparse, /*train=*/false).scores));
   }
   auto bad = sparse.clone();
-  bad[11][1] = 1000;
+  bad[11][1] = 2000;
   try {
     Ranker(o).HostUniques(bad.data_ptr<int64_t>(), n, /*pinned=*/false);
     FAIL() << "an id outside its table was accepted";
