@@ -75,6 +75,12 @@ DenseState::DenseState(torch::nn::Module& module, Comm* comm, const Options& opt
       std::tie(shard_offset_, shard_numel_) =
           ShardRange(flat_->numel(), comm->world_size(), comm->rank());
     }
+    // Every rank's shard size, known here: the all-gathers of the shards
+    // need no blocking exchange of row counts each step.
+    for (int r = 0; zero_ >= 1 && r < comm->world_size(); ++r) {
+      shard_rows_.push_back(
+          ShardRange(flat_->numel(), comm->world_size(), r, /*align=*/zero_ == 1 ? 64 : 1).second);
+    }
     if (comm != nullptr) {
       std::vector<std::pair<int64_t, int64_t>> slots;
       for (const auto& slot : flat_->slots()) slots.emplace_back(slot.offset, slot.numel);
@@ -127,7 +133,13 @@ void DenseState::Step(double lr, double grad_scale) {
       g.narrow(0, end, g.numel() - end).zero_();
     }
   }
-  if (zero_ >= 1) flat_->params().copy_(torch::cat(comm_->AllGatherRows(shard)));
+  if (zero_ >= 1) flat_->params().copy_(torch::cat(GatherShards(shard)));
+}
+
+std::vector<at::Tensor> DenseState::GatherShards(const at::Tensor& shard) const {
+  std::vector<at::Tensor> parts;
+  comm_->AllGatherRowsAsync(shard, shard_rows_, parts).Wait();
+  return parts;
 }
 
 void DenseState::ZeroGrad() {
@@ -197,7 +209,7 @@ NamedTensors DenseState::Gather() {
     for (size_t i = 0; i < state.size(); ++i) {
       // ZeRO-1/2: the shards of the state gathered whole.
       out.emplace_back(fmt::format("dense.opt{}", i),
-                       zero_ >= 1 ? torch::cat(comm_->AllGatherRows(state[i])) : state[i]);
+                       zero_ >= 1 ? torch::cat(GatherShards(state[i])) : state[i]);
     }
   }
   for (auto& [name, t] : out) t = t.to(torch::kCPU).contiguous();

@@ -168,7 +168,9 @@ SparseOptimizer::SparseOptimizer(const at::Tensor& table, const Options& options
     : options_(options) {
   CheckFloat(table, "SparseOptimizer table");
   if (options.kind == Kind::kRowWiseAdagrad) {
-    acc_ = torch::full({table.size(0)}, options.initial_accumulator, torch::kFloat);
+    // On the table's device (a host accumulator failed a CUDA run's first step).
+    acc_ = torch::full({table.size(0)}, options.initial_accumulator,
+                       torch::TensorOptions().dtype(torch::kFloat).device(table.device()));
   } else {
     m_ = torch::zeros_like(table);
     v_ = torch::zeros_like(table);

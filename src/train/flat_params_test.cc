@@ -157,6 +157,17 @@ TEST(DenseOptimizer, SgdWithMomentumMatchesTorch) {
   ExpectMatchesTorch({.kind = DenseOptimizer::Kind::kSgd, .weight_decay = 0.01, .momentum = 0.9});
 }
 
+// The state is made where the table lives (the meta device stands in for
+// a GPU here): a host accumulator beside a CUDA table failed the first step.
+TEST(SparseOptimizer, StateLivesOnTheTablesDevice) {
+  const auto table = torch::empty({10, 4}, torch::TensorOptions().device(torch::kMeta));
+  for (auto kind : {SparseOptimizer::Kind::kRowWiseAdagrad, SparseOptimizer::Kind::kLazyAdam}) {
+    const SparseOptimizer opt(table, {.kind = kind});
+    ASSERT_FALSE(opt.state().empty());
+    for (const auto& t : opt.state()) EXPECT_EQ(t.device(), table.device());
+  }
+}
+
 // Both update paths: the CPU loop (Step) and the tensor ops CUDA runs
 // (StepRows), here on CPU tensors.
 TEST(SparseOptimizer, MatchesADenseReferenceOnTouchedRows) {

@@ -184,11 +184,15 @@ TrainResult Trainer::Run() {
 Trainer::TrialSteps Trainer::RunTrialSteps(int64_t steps) {
   TrialSteps t;
   const double wait_before = phases_.seconds["data_wait"];
+  // The window holds exactly these steps' device work: a step ends with
+  // its update still queued on a GPU.
+  SynchronizeDevice(device_);
   const auto start = Clock::now();
   for (int64_t s = 0; s < steps; ++s) {
     t.items += Step().second;
     ++step_;
   }
+  SynchronizeDevice(device_);
   t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   t.data_wait_s = phases_.seconds["data_wait"] - wait_before;
   return t;

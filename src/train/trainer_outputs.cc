@@ -14,12 +14,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits for the device's queued work (nothing to wait for on the CPU).
-void Synchronize(const ComputeDevice& d) {
+}  // namespace
+
+void SynchronizeDevice(const ComputeDevice& d) {
   if (d.cuda) torch::cuda::synchronize(static_cast<int64_t>(d.index));
 }
-
-}  // namespace
 
 // Memory bandwidth (read + write bytes per second) of a 64 MiB copy on the
 // device, pages touched first: the roof for the embedding-row traffic.
@@ -28,10 +27,10 @@ double MeasureCopyBandwidth(const ComputeDevice& device) {
   const auto a = torch::ones({int64_t{16} << 20}, o), b = torch::zeros({int64_t{16} << 20}, o);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
-    Synchronize(device);
+    SynchronizeDevice(device);
     const auto start = Clock::now();
     b.copy_(a);
-    Synchronize(device);
+    SynchronizeDevice(device);
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
     best = std::max(best, 2.0 * double(a.nbytes()) / s);
   }
@@ -50,10 +49,10 @@ double MeasureMatmulPeak(const ComputeDevice& device, bool bf16) {
   (void)torch::mm(a, b);  // warm up
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
-    Synchronize(device);
+    SynchronizeDevice(device);
     const auto start = Clock::now();
     for (int i = 0; i < 4; ++i) (void)torch::mm(a, b);
-    Synchronize(device);
+    SynchronizeDevice(device);
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
     best = std::max(best, 4 * 2.0 * double(n) * double(n) * double(n) / s);
   }

@@ -112,6 +112,9 @@ class DenseState {
   // ZeRO-3: a whole tensor in unit order to parameter order, and back.
   at::Tensor ToParameterOrder(const at::Tensor& unit_order) const;
   at::Tensor ToUnitOrder(const at::Tensor& parameter_order) const;
+  // ZeRO-1/2: every rank's shard of a flat tensor (parameters or optimizer
+  // state), gathered in rank order.
+  std::vector<at::Tensor> GatherShards(const at::Tensor& shard) const;
 
   Comm* comm_ = nullptr;
   int zero_ = 0;
@@ -121,6 +124,7 @@ class DenseState {
   std::unique_ptr<class GradBuckets> buckets_;
   std::unique_ptr<DenseOptimizer> optimizer_;
   int64_t shard_offset_ = 0, shard_numel_ = 0;  // this rank's optimizer shard (stages 1-2)
+  std::vector<int64_t> shard_rows_;             // every rank's shard_numel_ (stages 1-2)
 };
 
 }  // namespace topspin

@@ -89,4 +89,8 @@ class ReleaseQueue {
 double MeasureMatmulPeak(const ComputeDevice& device, bool bf16);
 double MeasureCopyBandwidth(const ComputeDevice& device);
 
+// Waits until the device has run everything queued on it (a no-op on the
+// CPU): around a timed window of device work.
+void SynchronizeDevice(const ComputeDevice& device);
+
 }  // namespace topspin
