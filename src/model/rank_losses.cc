@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -30,9 +31,12 @@ Padded Pad(const Tensor& scores, const Tensor& labels, const Tensor& offsets, in
   const int64_t b = off.size(0) - 1;
   const Tensor lengths = off.slice(0, 1) - off.slice(0, 0, b);
   const int64_t l = longest >= 0 ? longest : lengths.max().item<int64_t>();
-  // With its output size given, repeat_interleave reads nothing back.
-  const Tensor list = torch::repeat_interleave(torch::arange(b, off.options()), lengths, /*dim=*/0,
-                                               /*output_size=*/scores.size(0));
+  // With its output size given, repeat_interleave reads nothing back; given
+  // only with the host's facts, whose offsets the pipeline made (otherwise
+  // ATen's own checks catch offsets that do not cover the scores).
+  const Tensor list = torch::repeat_interleave(
+      torch::arange(b, off.options()), lengths, /*dim=*/0,
+      /*output_size=*/longest >= 0 ? std::optional<int64_t>(scores.size(0)) : std::nullopt);
   const Tensor pos = torch::arange(scores.size(0), off.options()) - off.index_select(0, list);
   const auto index = c10::List<c10::optional<Tensor>>({list, pos});
   Padded p;
@@ -190,6 +194,19 @@ void CheckShapes(const Tensor& scores, const Tensor& labels, const Tensor& offse
     throw InternalError(fmt::format(
         "ranking loss: scores [{}], labels [{}], offsets [{}]", fmt::join(scores.sizes(), ", "),
         fmt::join(labels.sizes(), ", "), fmt::join(offsets.sizes(), ", ")));
+  }
+  // Host offsets are checked where it costs no read-back: the lists must
+  // cover the documents exactly.
+  if (offsets.is_cpu()) {
+    const Tensor off = offsets.to(torch::kLong).contiguous();
+    const int64_t first = off.data_ptr<int64_t>()[0];
+    const int64_t last = off.data_ptr<int64_t>()[off.numel() - 1];
+    if (first != 0 || last != scores.size(0)) {
+      throw InternalError(fmt::format(
+          "ranking loss: offsets run from {} to {}, but there are {} scores (they must run "
+          "from 0 to the number of scores)",
+          first, last, scores.size(0)));
+    }
   }
 }
 

@@ -149,6 +149,23 @@ TEST(RankLosses, HostListFactsReplaceTheReadBacks) {
   }
 }
 
+// Offsets that do not cover the scores exactly are refused with what they
+// are, on every loss, instead of a list index left unwritten.
+TEST(RankLosses, OffsetsThatDoNotCoverTheScoresAreRefused) {
+  const auto s = D({0.3, -1, 2, 0.5, 1});
+  const auto y = D({1, 0, 2, 0, 1});
+  for (RankLoss kind : kAll) {
+    for (const auto& o : {Offsets({0, 2, 4}), Offsets({1, 3, 5}), Offsets({0, 3, 6})}) {
+      try {
+        (void)RankingLoss(kind, s, y, o);
+        FAIL() << RankLossName(kind) << " accepted offsets " << o;
+      } catch (const Error& e) {
+        EXPECT_NE(e.Message().find("5 scores"), std::string::npos) << e.Message();
+      }
+    }
+  }
+}
+
 TEST(RankLosses, NothingToLearnGivesZeroAndNames) {
   const auto o = Offsets({0, 2, 3});
   const auto zeros = D({0, 0, 0});

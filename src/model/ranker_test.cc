@@ -133,6 +133,33 @@ TEST(Ranker, FusedCpuPathEqualsTheModulePath) {
 // The host's unique ids (what a CUDA step copies with its batch) are
 // at::_unique2's, and the device path gives bitwise the same scores, rows
 // and gradients with them as without.
+// The radix sort's edges: batches whose document bits change (1, 2, 256,
+// 257 documents) and the table's first and last ids.
+TEST(Ranker, HostUniquesAtTheRadixSortsEdges) {
+  torch::manual_seed(11);
+  RankerOptions o = Small();
+  o.table_sizes = {3, 5000, int64_t{1} << 20};
+  o.cpu_fused = false;
+  const Ranker r(o);
+  for (const int64_t n : {1, 2, 255, 256, 257, 4097}) {
+    auto sparse = torch::stack({torch::randint(0, 3, {n}), torch::randint(0, 5000, {n}),
+                                torch::randint(0, int64_t{1} << 20, {n})},
+                               1)
+                      .contiguous();
+    sparse.index_put_({0, 2}, (int64_t{1} << 20) - 1);
+    sparse.index_put_({n - 1, 1}, 0);
+    sparse.index_put_({n / 2, 1}, 4999);
+    const Ranker::Uniques u = r.HostUniques(sparse.data_ptr<int64_t>(), n, /*pinned=*/false);
+    int64_t first = 0;
+    for (int64_t c = 0; c < 3; ++c) {
+      const auto [ids, inverse, counts] = at::_unique2(sparse.select(1, c), true, true, false);
+      EXPECT_TRUE(torch::equal(u.ids.narrow(0, first, u.counts[size_t(c)]), ids)) << n << " " << c;
+      EXPECT_TRUE(torch::equal(u.inverse.select(0, c), inverse)) << n << " " << c;
+      first += u.counts[size_t(c)];
+    }
+  }
+}
+
 TEST(Ranker, HostUniquesAreTheDevicePathsUniques) {
   torch::manual_seed(9);
   const int64_t n = 300;
