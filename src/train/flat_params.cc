@@ -168,7 +168,7 @@ SparseOptimizer::SparseOptimizer(const at::Tensor& table, const Options& options
     : options_(options) {
   CheckFloat(table, "SparseOptimizer table");
   if (options.kind == Kind::kRowWiseAdagrad) {
-    // On the table's device (a host accumulator failed a CUDA run's first step).
+    // On the table's device (a host accumulator would fail a CUDA run's first step).
     acc_ = torch::full({table.size(0)}, options.initial_accumulator,
                        torch::TensorOptions().dtype(torch::kFloat).device(table.device()));
   } else {

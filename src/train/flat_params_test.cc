@@ -158,7 +158,8 @@ TEST(DenseOptimizer, SgdWithMomentumMatchesTorch) {
 }
 
 // The state is made where the table lives (the meta device stands in for
-// a GPU here): a host accumulator beside a CUDA table failed the first step.
+// a GPU here): a host accumulator beside a CUDA table would fail the first
+// step (a device mismatch in StepRows).
 TEST(SparseOptimizer, StateLivesOnTheTablesDevice) {
   const auto table = torch::empty({10, 4}, torch::TensorOptions().device(torch::kMeta));
   for (auto kind : {SparseOptimizer::Kind::kRowWiseAdagrad, SparseOptimizer::Kind::kLazyAdam}) {
