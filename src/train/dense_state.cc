@@ -62,24 +62,21 @@ DenseState::DenseState(torch::nn::Module& module, Comm* comm, const Options& opt
   } else {
     flat_ = std::make_unique<FlatParams>(module, nullptr, /*flat_grads=*/zero_ < 2);
     shard_numel_ = flat_->numel();
-    if (zero_ == 1) {
-      // Shards start at multiples of 64 elements: a vectorised kernel's
-      // vector loop then covers the elements an unsharded step's does, and
-      // only the buffer's own last elements take its scalar tail, so ZeRO-1
-      // is bitwise ZeRO-0 (our fused CPU loop rounds both alike; ATen's
-      // kernels, optim.fused false and CUDA, need not). ZeRO-2's shards
-      // are the gradient buckets' (equal pieces).
+    if (zero_ >= 1) {
+      // ZeRO-1's shards start at multiples of 64 elements: a vectorised
+      // kernel's vector loop then covers the elements an unsharded step's
+      // does, and only the buffer's own last elements take its scalar tail,
+      // so ZeRO-1 is bitwise ZeRO-0 (our fused CPU loop rounds both alike;
+      // ATen's kernels, optim.fused false and CUDA, need not). ZeRO-2's
+      // shards are the gradient buckets' (equal pieces).
+      const int64_t align = zero_ == 1 ? 64 : 1;
       std::tie(shard_offset_, shard_numel_) =
-          ShardRange(flat_->numel(), comm->world_size(), comm->rank(), /*align=*/64);
-    } else if (zero_ >= 2) {
-      std::tie(shard_offset_, shard_numel_) =
-          ShardRange(flat_->numel(), comm->world_size(), comm->rank());
-    }
-    // Every rank's shard size, known here: the all-gathers of the shards
-    // need no blocking exchange of row counts each step.
-    for (int r = 0; zero_ >= 1 && r < comm->world_size(); ++r) {
-      shard_rows_.push_back(
-          ShardRange(flat_->numel(), comm->world_size(), r, /*align=*/zero_ == 1 ? 64 : 1).second);
+          ShardRange(flat_->numel(), comm->world_size(), comm->rank(), align);
+      // Every rank's shard size, known here: the all-gathers of the shards
+      // need no blocking exchange of row counts each step.
+      for (int r = 0; r < comm->world_size(); ++r) {
+        shard_rows_.push_back(ShardRange(flat_->numel(), comm->world_size(), r, align).second);
+      }
     }
     if (comm != nullptr) {
       std::vector<std::pair<int64_t, int64_t>> slots;
