@@ -332,5 +332,41 @@ TEST(Transform, BucketizeHashCrossAndCastIds) {
   EXPECT_EQ(h[0], 0);  // stride 0: every row wrote out[0]; the last row is null -> 0
 }
 
+// Floats that do not fit int64 (NaN, infinities, 1e30) are guarded by a
+// select before the conversion; the kernels are built without assuming
+// float traps (CMakeLists.txt), so the conversion may run for every lane,
+// and the select must still pick the guarded value.
+TEST(Transform, FloatIdsOutOfInt64RangeTakeTheNullId) {
+  const std::vector<float> values = {1.5f, kNaN, kInf, -kInf, 1e30f, -2.5f, -1e30f, 7};
+  std::vector<bool> nulls(values.size(), false);
+  nulls.back() = true;
+  std::vector<float> many;  // 64 copies: the vector body, not just the scalar tail
+  std::vector<bool> many_nulls;
+  for (int k = 0; k < 64; ++k) {
+    many.insert(many.end(), values.begin(), values.end());
+    many_nulls.insert(many_nulls.end(), nulls.begin(), nulls.end());
+  }
+  const Column x = Floats(many, many_nulls);
+  const size_t n = many.size(), w = values.size();
+  std::vector<int64_t> ids(n, -7);
+  RunSparseChain(Resolved("x: cast", FeatureKind::kSparse), x, nullptr, 0, n, ids.data(), 1);
+  const std::vector<int64_t> cast = {1, 0, 0, 0, 0, -2, 0, 0};
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(ids[i], cast[i % w]) << i;
+
+  RunSparseChain(Resolved("x: hash(1024)", FeatureKind::kSparse), x, nullptr, 0, n, ids.data(), 1);
+  const uint64_t seed = 7;
+  const uint64_t keys[] = {1,
+                           kNullHashKey,
+                           kNullHashKey,
+                           kNullHashKey,
+                           kNullHashKey,
+                           uint64_t(-2),
+                           kNullHashKey,
+                           kNullHashKey};
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(uint64_t(ids[i]), Mix64(keys[i % w] ^ seed) & 1023) << i;
+  }
+}
+
 }  // namespace
 }  // namespace topspin
