@@ -222,14 +222,10 @@ void SparseOptimizer::Step(at::Tensor& table, const at::Tensor& ids, const at::T
   }
   if (options_.kind == Kind::kRowWiseAdagrad) {
     float* acc = acc_.data_ptr<float>();
-    // The rows are scattered over tables far larger than the cache: each
-    // row's lines (weights, accumulator) are fetched kAhead rows early.
-    constexpr int64_t kAhead = 8;
     for (int64_t k = 0; k < u; ++k) {
-      if (k + kAhead < u) {
-        const int64_t next = r[k + kAhead];
-        for (int64_t j = 0; j < e; j += 16) __builtin_prefetch(w + next * e + j, 1);
-        __builtin_prefetch(acc + next, 1);
+      if (k + kSparseRowsAhead < u) {  // the weights' and accumulator's lines of a later row
+        PrefetchRowForWrite(w, r[k + kSparseRowsAhead], e);
+        PrefetchRowForWrite(acc, r[k + kSparseRowsAhead], 1);
       }
       const float* gr = g + k * e;
       float sq = 0;

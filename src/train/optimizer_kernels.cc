@@ -65,17 +65,12 @@ void LazyAdamRowsCpu(float* __restrict w, float* __restrict m, float* __restrict
                      const float* __restrict grads, const int64_t* __restrict rows, int64_t u,
                      int64_t e, const LazyAdamConstants& c) {
   const float lr = c.lr, b1 = c.beta1, b2 = c.beta2, c1 = c.c1, c2 = c.c2, eps = c.eps;
-  // The rows are scattered over tables far larger than the cache: each
-  // row's lines (weights, m, v) are fetched kAhead rows early.
-  constexpr int64_t kAhead = 8;
   for (int64_t k = 0; k < u; ++k) {
-    if (k + kAhead < u) {
-      const int64_t next = rows[k + kAhead] * e;
-      for (int64_t j = 0; j < e; j += 16) {
-        __builtin_prefetch(w + next + j, 1);
-        __builtin_prefetch(m + next + j, 1);
-        __builtin_prefetch(v + next + j, 1);
-      }
+    if (k + kSparseRowsAhead < u) {  // the weights' and moments' lines of a later row
+      const int64_t next = rows[k + kSparseRowsAhead];
+      PrefetchRowForWrite(w, next, e);
+      PrefetchRowForWrite(m, next, e);
+      PrefetchRowForWrite(v, next, e);
     }
     const float* __restrict gr = grads + k * e;
     float* __restrict wr = w + rows[k] * e;

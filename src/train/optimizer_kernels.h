@@ -44,6 +44,14 @@ struct LazyAdamConstants {
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, c1 = 1, c2 = 1, eps = 1e-8f;
 };
 
+// Sparse updates touch rows scattered over tables far larger than the
+// cache: the updates fetch the row kSparseRowsAhead ahead of the one they
+// update, each of its 64-byte lines, for writing.
+inline constexpr int64_t kSparseRowsAhead = 8;
+inline void PrefetchRowForWrite(const float* table, int64_t row, int64_t e) {
+  for (int64_t j = 0; j < e; j += 16) __builtin_prefetch(table + row * e + j, 1);
+}
+
 // Lazy Adam on the u distinct rows `rows` of a [*, e] table w with moments
 // m and v; grads is [u, e], row k the gradient of row rows[k]:
 //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
