@@ -178,9 +178,10 @@ OursResult RunOurs(const fs::path& dir, const PipelineBenchOptions& o, size_t ca
 
 // Zipf-like u16 tokens (compressible, like real token streams) in
 // documents of 100..2000 tokens, 256 documents (~1 MiB) per row group.
-fs::path WriteTokens(const fs::path& dir, uint64_t tokens, int zstd_level) {
+fs::path WriteTokens(const fs::path& dir, uint64_t tokens, int zstd_level, bool byte_planes) {
   DatasetWriterOptions w{.out = dir, .schema = {{"tokens", DType::kTokensU16}}};
   w.zstd_level = zstd_level;
+  w.byte_planes = byte_planes;
   w.row_group_rows = 256;
   DatasetWriter writer(w);
   PhiloxStream rng(9);
@@ -359,6 +360,7 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   const ShopOptions shop{.queries = o.queries, .seed = o.seed};
   DatasetWriterOptions writer;
   writer.threads = o.threads;
+  writer.byte_planes = o.byte_planes;
   const Manifest m = WriteShopShards(shards, shop, writer);
   WriteShopShards(small, {.queries = std::max<uint64_t>(1, o.queries / 10), .seed = o.seed}, writer);
   // Block shuffle's datasets: row groups of 8192 rows, so that even the
@@ -407,7 +409,7 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
     return out;
   };
   stages.Begin(fmt::format("language-model windows, T = {}, and the memcpy limit", o.seq_len));
-  WriteTokens(tokens, o.lm_tokens, 3);
+  WriteTokens(tokens, o.lm_tokens, 3, o.byte_planes);
   LmResult lm = RunLanguageModel(tokens, o);  // the best of 3 fresh pipelines, as for the shop
   for (int run = 1; run < 3; ++run) {
     LmResult again = RunLanguageModel(tokens, o);
@@ -440,16 +442,19 @@ BenchTable RunPipelineBench(const PipelineBenchOptions& o) {
   BenchTable t{
       "pipeline",
       fmt::format(
-          "gen shop {} queries ({} docs; RSS also at {} and {} queries, {} docs), batch {} "
+          "gen shop {} queries ({} docs; RSS also at {} and {} queries, {} docs; shards {}, "
+          "{} on disk), batch {} "
           "queries, {} threads, prefetch {}, global shuffle; 48 dense + 6 sparse outputs; ours "
           "the best of 3 fresh pipelines. Peers' docs/s (best of {} epochs) in "
           "memory by {}; from Parquet by {}. Check: the peers' transform of our first {} lists "
           "({} docs) equals ours (dense max |diff| {:.2g}, sparse and label mismatches {}, {}). "
           "Our stage busy time over both epochs: {}. LM (best of 3 fresh pipelines): {} tokens "
           "per epoch, T = {}, batch {}; {}",
-          o.queries, m.rows(), o.queries / 10, o.queries * 10, large_m.rows(), o.batch_queries,
-          o.threads, o.prefetch, 2, configs(peer["memory"]),
-          configs(peer["parquet"]), verified["lists"].get<int>(), verified["docs"].get<int>(),
+          o.queries, m.rows(), o.queries / 10, o.queries * 10, large_m.rows(),
+          o.byte_planes ? "zstd with byte planes" : "plain zstd (--no-byte-planes)",
+          FormatBytes(m.bytes()), o.batch_queries, o.threads, o.prefetch, 2,
+          configs(peer["memory"]), configs(peer["parquet"]), verified["lists"].get<int>(),
+          verified["docs"].get<int>(),
           std::max(verified["dense_max_abs_diff"].get<double>(),
                    peer["check_parquet"]["dense_max_abs_diff"].get<double>()),
           verified["sparse_mismatches"].get<int>(), verified["label_mismatches"].get<int>(),

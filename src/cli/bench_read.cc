@@ -140,7 +140,7 @@ class ZstdLimit {
       // (validity, offsets, values); docs/FORMAT.md.
       const std::byte* p = files_[c.shard].data() + info.offset + kChunkHeaderBytes;
       const std::byte* end = files_[c.shard].data() + info.offset + info.stored_size;
-      if (info.codec != Codec::kZstd) {
+      if (!IsZstd(info.codec)) {
         std::memcpy(w.out.data(), p, static_cast<size_t>(end - p));
         total += static_cast<uint64_t>(end - p);
         continue;

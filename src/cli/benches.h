@@ -73,6 +73,7 @@ struct PipelineBenchOptions {
   uint64_t lm_batch = 16;
   uint64_t lm_capped_batches = 1000;  // the LM runs with a cache of half the tokens
   size_t small_cache_mib = 64;  // the second cache size RSS is shown at
+  bool byte_planes = true;      // shards may store numbers as byte planes (zstd-split)
 };
 
 // "shop transform" docs/s over two epochs against the best PyTorch

@@ -136,6 +136,9 @@ void RegisterBench(CLI::App& app) {
                    "the second pipeline.cache_mib RSS is measured at")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))
       ->capture_default_str();
+  pipeline->add_flag("--no-byte-planes{false}", pipe.byte_planes,
+                     "write the bench's shards as plain zstd only (the format before codec "
+                     "zstd-split), to compare");
   pipeline->add_option("--peer-script", pipe.peer_script, "the PyTorch peers")
       ->capture_default_str();
   pipeline->add_option("--lm-tokens", pipe.lm_tokens, "tokens in the language-model dataset")

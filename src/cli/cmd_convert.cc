@@ -33,6 +33,7 @@ struct ConvertArgs {
   std::string columns;
   int threads = 0;
   int zstd_level = 3;
+  bool no_byte_planes = false;
   std::string shard_size = "128MiB";
   uint64_t row_group_rows = 65536;
   std::string on_error = "fail";
@@ -148,6 +149,7 @@ DatasetWriterOptions WriterOptionsFrom(const ConvertArgs& args) {
   w.shard_bytes = ParseByteSize(args.shard_size, "--shard-size");
   w.row_group_rows = args.row_group_rows;
   w.zstd_level = args.zstd_level;
+  w.byte_planes = !args.no_byte_planes;
   w.threads = args.threads;
   w.created_by = fmt::format("topspin {} convert {}", build::kVersion, Join(args.inputs, " "));
   return w;
@@ -225,6 +227,10 @@ void RegisterConvert(CLI::App& app) {
   cmd->add_option("--zstd-level", args.zstd_level, "zstd level; 0 stores uncompressed")
       ->check(CLI::Range(0, 19))
       ->capture_default_str();
+  cmd->add_flag("--no-byte-planes", args.no_byte_planes,
+                "store numbers as plain zstd only, not also tried as byte planes (codec "
+                "zstd-split, smaller and faster to decode): for topspin releases that cannot "
+                "read it");
   cmd->add_option("--shard-size", args.shard_size, "target raw bytes per shard: 128MiB, 64M, bytes")
       ->capture_default_str();
   cmd->add_option("--row-group-rows", args.row_group_rows, "target rows per row group")

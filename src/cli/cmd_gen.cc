@@ -29,6 +29,7 @@ struct ShopArgs {
   ShopOptions options;
   std::string out;
   std::string format = "csv";
+  bool no_byte_planes = false;
 };
 
 struct TextArgs {
@@ -70,6 +71,7 @@ void RunShop(const ShopArgs& args) {
   if (args.format == "shards") {
     DatasetWriterOptions writer;
     writer.threads = args.options.threads;
+    writer.byte_planes = !args.no_byte_planes;
     writer.created_by = fmt::format(
         "topspin {} gen shop --queries {} --seed {} --min-list {} --max-list {}", build::kVersion,
         args.options.queries, args.options.seed, args.options.min_list, args.options.max_list);
@@ -126,6 +128,8 @@ void AddShop(CLI::App* gen, ShopArgs& args) {
                   "csv (header row; nulls empty) | letor (SVMlight text) | shards (a dataset)")
       ->check(CLI::IsMember({"csv", "letor", "shards"}))
       ->capture_default_str();
+  cmd->add_flag("--no-byte-planes", args.no_byte_planes,
+                "shards: numbers as plain zstd only (as topspin convert --no-byte-planes)");
   cmd->add_option("--min-list", args.options.min_list, "fewest products per query")
       ->check(CLI::Range(1, kShopMaxList))
       ->capture_default_str();

@@ -182,7 +182,8 @@ struct DatasetWriter::Impl {
     job->file = ShardFileName(job->index);
     job->path = dir.path() / job->file;
     job->schema = options.schema;
-    job->options = ShardWriterOptions{.zstd_level = options.zstd_level};
+    job->options =
+        ShardWriterOptions{.zstd_level = options.zstd_level, .byte_planes = options.byte_planes};
     job->row_groups = std::exchange(shard_row_groups, {});
     job->groups = std::exchange(shard_groups, 0);
     job->raw_bytes = std::exchange(shard_raw_bytes, 0);
@@ -236,7 +237,7 @@ struct DatasetWriter::Impl {
   // Stored over raw bytes of one row group, encoded as the shard will be.
   double SampleRatio(const ClosedRowGroup& group) const {
     if (options.zstd_level == 0 || group.raw_bytes == 0) return 1.0;
-    shard_layout::ChunkEncoder encoder(options.zstd_level);
+    shard_layout::ChunkEncoder encoder(options.zstd_level, options.byte_planes);
     uint64_t stored = 0;
     for (const Column& column : group.rows.columns) {
       if (column.size() == 0) continue;

@@ -3,6 +3,10 @@
 #include <cstring>
 #include <new>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "topspin/core/hash.h"
@@ -49,7 +53,7 @@ void CheckSectionStorage(const ChunkHeader& h, const ChunkInfo& info, const Chun
       throw fail(fmt::format("uncompressed, yet stored size {} != raw size {}", s.stored, s.raw));
     }
     uint64_t limit = 0;
-    if (info.codec == Codec::kZstd &&
+    if (IsZstd(info.codec) &&
         ((s.raw == 0) != (s.stored == 0) ||
          __builtin_mul_overflow(s.stored, kMaxZstdExpansion, &limit) || s.raw > limit)) {
       throw fail(fmt::format("raw size {} cannot come from {} zstd bytes", s.raw, s.stored));
@@ -97,19 +101,35 @@ void CheckSectionSizes(const ChunkHeader& h, const ColumnSpec& spec, uint64_t ro
     throw fail(
         2, fmt::format("{} bytes is not a whole number of {}-byte tokens", h.values.raw, width));
   }
+  if (h.codec == static_cast<uint8_t>(Codec::kZstdSplit) && SplitWidth(spec.dtype) == 0) {
+    throw fail(2, fmt::format("codec zstd-split on a {} column, whose values are not 2, 4 or "
+                              "8 bytes wide",
+                              DTypeName(spec.dtype)));
+  }
 }
 
 // Decodes section `i` (at byte `at` of the chunk) into `dst`, which has
-// room for exactly s.raw bytes. Returns the offset of the next section.
+// room for exactly s.raw bytes; `split_width` > 0 for a values section
+// stored as byte planes of values that wide. Returns the offset of the
+// next section.
 uint64_t DecodeSection(std::span<const std::byte> stored, uint64_t at, const Section& s,
-                       Codec codec, void* dst, int i, const ChunkWhere& where) {
+                       Codec codec, void* dst, int i, const ChunkWhere& where,
+                       size_t split_width = 0) {
   if (s.raw == 0) return at + s.stored;
   const std::byte* src = stored.data() + at;
   if (codec == Codec::kNone) {
     std::memcpy(dst, src, s.raw);
     return at + s.stored;
   }
-  const size_t n = ZSTD_decompressDCtx(ThreadDCtx(), dst, s.raw, src, s.stored);
+  // Byte planes go through this thread's scratch (it stays in cache), then
+  // are interleaved into `dst`.
+  thread_local std::vector<std::byte> planes;
+  void* out = dst;
+  if (split_width > 0) {
+    if (planes.size() < s.raw) planes.resize(s.raw);
+    out = planes.data();
+  }
+  const size_t n = ZSTD_decompressDCtx(ThreadDCtx(), out, s.raw, src, s.stored);
   if (ZSTD_isError(n)) {
     throw where.Fail(where.offset + at, fmt::format("{} section: zstd cannot decode it: {}",
                                                     kSectionNames[i], ZSTD_getErrorName(n)));
@@ -118,6 +138,9 @@ uint64_t DecodeSection(std::span<const std::byte> stored, uint64_t at, const Sec
     throw where.Fail(where.offset + at,
                      fmt::format("{} section: decodes to {} bytes, the chunk header says {}",
                                  kSectionNames[i], n, s.raw));
+  }
+  if (split_width > 0) {
+    JoinBytePlanes(planes.data(), s.raw / split_width, split_width, static_cast<std::byte*>(dst));
   }
   return at + s.stored;
 }
@@ -153,6 +176,81 @@ void CheckColumnBuffers(const Column& c) {
 
 }  // namespace
 
+size_t SplitWidth(DType dtype) {
+  const size_t w = FixedWidth(dtype);  // 0 for strings
+  return w == 2 || w == 4 || w == 8 ? w : 0;
+}
+
+void SplitBytePlanes(const std::byte* in, size_t n, size_t width, std::byte* out) {
+  for (size_t k = 0; k < width; ++k) {
+    std::byte* plane = out + k * n;
+    for (size_t i = 0; i < n; ++i) plane[i] = in[i * width + k];
+  }
+}
+
+namespace {
+
+// Rows [first, n) of JoinBytePlanes, one value at a time.
+void JoinBytePlanesScalar(const std::byte* in, size_t n, size_t width, size_t first,
+                          std::byte* out) {
+  for (size_t i = first; i < n; ++i) {
+    for (size_t k = 0; k < width; ++k) out[i * width + k] = in[k * n + i];
+  }
+}
+
+}  // namespace
+
+void JoinBytePlanes(const std::byte* in, size_t n, size_t width, std::byte* out) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  // 16 values a round: unpacking pairs of planes byte by byte, then the
+  // pairs 16 and 32 bits at a time, interleaves them (SSE2, every x86-64).
+  const auto load = [&](size_t k) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + k * n + i));
+  };
+  const auto store = [&](size_t at, __m128i v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i * width + 16 * at), v);
+  };
+  if (width == 2) {
+    for (; i + 16 <= n; i += 16) {
+      const __m128i a = load(0), b = load(1);
+      store(0, _mm_unpacklo_epi8(a, b));
+      store(1, _mm_unpackhi_epi8(a, b));
+    }
+  } else if (width == 4) {
+    for (; i + 16 <= n; i += 16) {
+      const __m128i a = load(0), b = load(1), c = load(2), d = load(3);
+      const __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
+      const __m128i cd0 = _mm_unpacklo_epi8(c, d), cd1 = _mm_unpackhi_epi8(c, d);
+      store(0, _mm_unpacklo_epi16(ab0, cd0));
+      store(1, _mm_unpackhi_epi16(ab0, cd0));
+      store(2, _mm_unpacklo_epi16(ab1, cd1));
+      store(3, _mm_unpackhi_epi16(ab1, cd1));
+    }
+  } else if (width == 8) {
+    for (; i + 16 <= n; i += 16) {
+      __m128i low[4], high[4];  // bytes 0-3 and 4-7 of 4 values each
+      for (size_t half = 0; half < 2; ++half) {
+        const size_t k = 4 * half;
+        const __m128i a = load(k), b = load(k + 1), c = load(k + 2), d = load(k + 3);
+        const __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
+        const __m128i cd0 = _mm_unpacklo_epi8(c, d), cd1 = _mm_unpackhi_epi8(c, d);
+        __m128i* q = half == 0 ? low : high;
+        q[0] = _mm_unpacklo_epi16(ab0, cd0);
+        q[1] = _mm_unpackhi_epi16(ab0, cd0);
+        q[2] = _mm_unpacklo_epi16(ab1, cd1);
+        q[3] = _mm_unpackhi_epi16(ab1, cd1);
+      }
+      for (size_t j = 0; j < 4; ++j) {
+        store(2 * j, _mm_unpacklo_epi32(low[j], high[j]));
+        store(2 * j + 1, _mm_unpackhi_epi32(low[j], high[j]));
+      }
+    }
+  }
+#endif
+  JoinBytePlanesScalar(in, n, width, i, out);
+}
+
 Error ChunkWhere::Fail(uint64_t byte, const std::string& what) const {
   return ShardError(file, byte,
                     fmt::format("column \"{}\" row group {}: {}", column, row_group, what));
@@ -160,7 +258,8 @@ Error ChunkWhere::Fail(uint64_t byte, const std::string& what) const {
 
 // ---- writing ----------------------------------------------------------------
 
-ChunkEncoder::ChunkEncoder(int zstd_level) : level_(zstd_level) {
+ChunkEncoder::ChunkEncoder(int zstd_level, bool byte_planes)
+    : level_(zstd_level), byte_planes_(byte_planes) {
   if (level_ > 0) {
     cctx_.reset(ZSTD_createCCtx());
     if (!cctx_) throw std::bad_alloc();
@@ -182,7 +281,25 @@ std::span<const std::byte> ChunkEncoder::Encode(const Column& column, ChunkInfo&
   const uint64_t raw_size = kChunkHeaderSize + raw[0].size() + raw[1].size() + raw[2].size();
   Codec codec = level_ > 0 ? Codec::kZstd : Codec::kNone;
   size_t stored = StoreSections(raw, codec, h);
-  if (codec == Codec::kZstd && stored >= raw_size) {
+  // Values 2, 4 or 8 bytes wide are also tried as byte planes; the smaller
+  // of the two is kept (a tie goes to the planes, which decode faster).
+  const size_t width = byte_planes_ ? SplitWidth(column.dtype()) : 0;
+  if (codec == Codec::kZstd && width > 0 && !raw[2].empty()) {
+    const ChunkHeader plain = h;
+    std::swap(scratch_, kept_);  // the plain chunk, kept while the planes are tried
+    split_.resize(raw[2].size());
+    SplitBytePlanes(raw[2].data(), raw[2].size() / width, width, split_.data());
+    const std::span<const std::byte> planes[3] = {raw[0], raw[1], split_};
+    const size_t split_stored = StoreSections(planes, Codec::kZstdSplit, h);
+    if (split_stored <= stored) {
+      codec = Codec::kZstdSplit;
+      stored = split_stored;
+    } else {
+      std::swap(scratch_, kept_);
+      h = plain;
+    }
+  }
+  if (IsZstd(codec) && stored >= raw_size) {
     codec = Codec::kNone;  // incompressible: store as is, read with memcpy
     stored = StoreSections(raw, codec, h);
   }
@@ -208,7 +325,7 @@ size_t ChunkEncoder::StoreSections(const std::span<const std::byte> (&raw)[3], C
                                    ChunkHeader& h) {
   size_t need = kChunkHeaderSize;
   for (const auto& r : raw) {
-    need += codec == Codec::kZstd && !r.empty() ? ZSTD_compressBound(r.size()) : r.size();
+    need += IsZstd(codec) && !r.empty() ? ZSTD_compressBound(r.size()) : r.size();
   }
   EnsureScratch(need);
   Section* sections[3] = {&h.validity, &h.offsets, &h.values};
@@ -279,7 +396,8 @@ Column DecodeChunk(std::span<const std::byte> stored, const ChunkInfo& info, con
   uint64_t at = kChunkHeaderSize;
   at = DecodeSection(stored, at, h.validity, info.codec, validity.data(), 0, where);
   at = DecodeSection(stored, at, h.offsets, info.codec, offsets.data(), 1, where);
-  DecodeSection(stored, at, h.values, info.codec, values.data(), 2, where);
+  DecodeSection(stored, at, h.values, info.codec, values.data(), 2, where,
+                info.codec == Codec::kZstdSplit ? SplitWidth(spec.dtype) : 0);
   Column column =
       BuildColumn(spec, rows, std::move(validity), std::move(values), std::move(offsets), where);
   if (column.null_count() != info.null_count) {

@@ -34,28 +34,44 @@ struct ChunkWhere {
 // and a scratch buffer, reused across chunks. Not thread-safe.
 class ChunkEncoder {
  public:
-  // zstd_level 0 stores chunks uncompressed.
-  explicit ChunkEncoder(int zstd_level);
+  // zstd_level 0 stores chunks uncompressed; byte_planes false never
+  // writes codec zstd-split.
+  explicit ChunkEncoder(int zstd_level, bool byte_planes = true);
   ChunkEncoder(const ChunkEncoder&) = delete;
   ChunkEncoder& operator=(const ChunkEncoder&) = delete;
 
   // Encodes `column` (at least one row, a consistent Column). Returns the
   // stored bytes (valid until the next call) and fills every field of
-  // `info` but `offset`. A chunk that zstd does not shrink is stored
-  // uncompressed.
+  // `info` but `offset`. Values 2, 4 or 8 bytes wide are compressed both
+  // as they are and as byte planes (zstd-split), and the smaller is kept; a
+  // chunk that zstd does not shrink is stored uncompressed.
   std::span<const std::byte> Encode(const Column& column, ChunkInfo& info);
 
  private:
   size_t StoreSections(const std::span<const std::byte> (&raw)[3], Codec codec, ChunkHeader& h);
   void EnsureScratch(size_t bytes);
 
+  std::vector<std::byte> split_;  // the values as byte planes
+  std::vector<std::byte> kept_;   // the other candidate's stored chunk
+
   struct CCtxFree {
     void operator()(ZSTD_CCtx* ctx) const { ZSTD_freeCCtx(ctx); }
   };
   int level_;
+  bool byte_planes_;
   std::unique_ptr<ZSTD_CCtx, CCtxFree> cctx_;
   std::vector<std::byte> scratch_;
 };
+
+// The value width whose bytes codec zstd-split stores as planes: 2, 4 or 8
+// for fixed-width and token dtypes of that width, else 0 (not split).
+size_t SplitWidth(DType dtype);
+
+// n values of `width` bytes as byte planes: out[k * n + i] = in[i * width + k].
+void SplitBytePlanes(const std::byte* in, size_t n, size_t width, std::byte* out);
+
+// The inverse: out[i * width + k] = in[k * n + i].
+void JoinBytePlanes(const std::byte* in, size_t n, size_t width, std::byte* out);
 
 // Throws when xxh3-64(stored) != info.checksum.
 void VerifyChunkChecksum(std::span<const std::byte> stored, const ChunkInfo& info,

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/test_util.h"
+#include "data/shard_chunk.h"
 #include "data/shard_layout.h"
 #include "data/shard_test_util.h"
 #include "topspin/core/error.h"
@@ -138,11 +139,16 @@ class ShardDamageByCodec : public ::testing::TestWithParam<int> {
   fs::path WriteParamSample(const testing::TempDir& dir) {
     const fs::path path = WriteSample(dir, GetParam(), GetParam() == 0 ? 12 : 50);
     const ShardReader reader(path);
-    size_t zstd = 0;
+    size_t zstd = 0, split = 0;
     for (size_t g = 0; g < reader.num_row_groups(); ++g) {
-      for (const auto& c : reader.row_group(g).chunks) zstd += c.codec == Codec::kZstd ? 1 : 0;
+      for (const auto& c : reader.row_group(g).chunks) {
+        zstd += c.codec == Codec::kZstd ? 1 : 0;
+        split += c.codec == Codec::kZstdSplit ? 1 : 0;
+      }
     }
+    // Compressed samples damage both kinds of zstd chunk.
     EXPECT_EQ(zstd > 0, GetParam() > 0);
+    EXPECT_EQ(split > 0, GetParam() > 0);
     return path;
   }
 };
@@ -409,6 +415,35 @@ TEST(ShardDamage, GarbageZstdFramesNeverCrash) {
     }
   }
   EXPECT_GT(failed, 0);
+}
+
+// A chunk header that claims byte planes for values that cannot have them
+// (strings, bytes) is rejected before anything is decoded.
+TEST(Shard, BytePlanesOfStringsOrBytesAreAnError) {
+  const std::string file = "x.tshard", column = "title";
+  const shard_layout::ChunkWhere where{
+      .file = file, .column = column, .row_group = 1, .offset = 16};
+  for (const DType dtype : {DType::kString, DType::kUInt8}) {
+    const bool strings = dtype == DType::kString;
+    shard_layout::ChunkHeader h{.dtype = static_cast<uint8_t>(dtype),
+                                .codec = static_cast<uint8_t>(Codec::kZstdSplit),
+                                .rows = 2};
+    h.offsets = strings ? shard_layout::Section{.raw = 24, .stored = 12} : shard_layout::Section{};
+    h.values = {.raw = 2, .stored = 9};
+    std::vector<std::byte> stored(shard_layout::kChunkHeaderSize + 21);
+    shard_layout::EncodeChunkHeader(h, stored.data());
+    const ChunkInfo info{.stored_size = 64 + h.offsets.stored + 9,
+                         .raw_size = 64 + h.offsets.raw + 2,
+                         .codec = Codec::kZstdSplit};
+    stored.resize(info.stored_size);
+    const auto e = ErrorOf([&] {
+      shard_layout::CheckChunkHeader(stored, info, {column, dtype}, 2, where);
+    });
+    ASSERT_TRUE(e.has_value()) << DTypeName(dtype);
+    EXPECT_EQ(e->kind(), ErrorKind::kData);
+    EXPECT_THAT(e->Message(), HasSubstr("codec zstd-split on a"));
+    EXPECT_THAT(e->Message(), HasSubstr("x.tshard"));
+  }
 }
 
 }  // namespace

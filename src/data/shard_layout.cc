@@ -82,8 +82,9 @@ class FooterParser {
   }
 
  private:
-  Error Bad(const std::string& path, const std::string& what) const {
-    return ShardError(file_, offset_, fmt::format("footer: {}: {}", path, what));
+  Error Bad(const std::string& path, const std::string& what,
+            std::string hint = kDamagedHint) const {
+    return ShardError(file_, offset_, fmt::format("footer: {}: {}", path, what), std::move(hint));
   }
 
   const json& Object(const json& j, const std::string& path) const {
@@ -163,7 +164,9 @@ class FooterParser {
     const std::string codec = Str(j, "codec", path);
     const auto parsed = CodecFromName(codec);
     if (!parsed) {
-      throw Bad(path + ".codec", fmt::format("unknown codec \"{}\" (known: none, zstd)", codec));
+      throw Bad(path + ".codec",
+                fmt::format("unknown codec \"{}\" (known: none, zstd, zstd-split)", codec),
+                "a newer topspin may have written it: upgrade topspin, or convert the data again");
     }
     chunk.codec = *parsed;
     const std::string checksum = Str(j, "checksum", path);
@@ -221,7 +224,7 @@ class FooterParser {
                                   chunk.stored_size, chunk.raw_size));
     }
     uint64_t limit = 0;
-    if (chunk.codec == Codec::kZstd &&
+    if (IsZstd(chunk.codec) &&
         (__builtin_mul_overflow(chunk.stored_size - kChunkHeaderSize, kMaxZstdExpansion, &limit) ||
          chunk.raw_size - kChunkHeaderSize > limit)) {
       throw Bad(path + ".raw_size",
@@ -360,17 +363,23 @@ Footer ParseFooter(std::string_view text, const std::string& file, uint64_t foot
 }
 
 const char* CodecName(Codec codec) {
-  return codec == Codec::kZstd ? "zstd" : "none";
+  switch (codec) {
+    case Codec::kZstd: return "zstd";
+    case Codec::kZstdSplit: return "zstd-split";
+    case Codec::kNone: break;
+  }
+  return "none";
 }
 
 std::optional<Codec> CodecFromName(std::string_view name) {
   if (name == "none") return Codec::kNone;
   if (name == "zstd") return Codec::kZstd;
+  if (name == "zstd-split") return Codec::kZstdSplit;
   return std::nullopt;
 }
 
 std::optional<Codec> CodecFromByte(uint8_t byte) {
-  if (byte > static_cast<uint8_t>(Codec::kZstd)) return std::nullopt;
+  if (byte > static_cast<uint8_t>(Codec::kZstdSplit)) return std::nullopt;
   return static_cast<Codec>(byte);
 }
 

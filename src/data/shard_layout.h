@@ -116,7 +116,7 @@ std::string SerializeFooter(const Footer& footer);
 // JSON path of the bad field.
 Footer ParseFooter(std::string_view json, const std::string& file, uint64_t footer_offset);
 
-// "none" / "zstd"; nullopt for any other name.
+// "none" / "zstd" / "zstd-split"; nullopt for any other name.
 const char* CodecName(Codec codec);
 std::optional<Codec> CodecFromName(std::string_view name);
 std::optional<Codec> CodecFromByte(uint8_t byte);

@@ -74,7 +74,7 @@ struct ShardWriter::Impl {
         options(CheckedOptions(o)),
         schema(CheckedSchema(std::move(s), path)),
         file(path),
-        encoder(options.zstd_level) {
+        encoder(options.zstd_level, options.byte_planes) {
     Write(EncodeHeader(Header{}));
   }
 

@@ -35,6 +35,7 @@ struct DatasetWriterOptions {
   uint64_t shard_bytes = uint64_t{128} << 20;  // target raw bytes per shard
   uint64_t row_group_rows = 65536;             // target rows per row group
   int zstd_level = 3;                          // 0: uncompressed
+  bool byte_planes = true;                     // ShardWriterOptions::byte_planes
   int threads = 1;                             // compression/stats threads
   std::string created_by;
   std::string tokenizer;  // Manifest::tokenizer

@@ -24,10 +24,24 @@ inline constexpr uint32_t kShardFormatVersion = 1;
 inline constexpr char kShardMagic[9] = "TSPSHARD";  // 8 bytes on disk, no terminator
 inline constexpr const char* kShardExtension = ".tshard";
 
-enum class Codec : uint8_t { kNone = 0, kZstd = 1 };
+// How a chunk's sections are stored (docs/FORMAT.md, "Chunks"). kZstdSplit is
+// zstd whose values section was first split into byte planes (byte k of
+// every value, then byte k + 1): for numbers the high bytes compress to
+// almost nothing and the low bytes become raw zstd blocks, so the chunk is
+// as small or smaller and decodes faster than plain zstd.
+enum class Codec : uint8_t { kNone = 0, kZstd = 1, kZstdSplit = 2 };
+
+// Whether chunks of `codec` hold zstd frames.
+inline constexpr bool IsZstd(Codec codec) {
+  return codec == Codec::kZstd || codec == Codec::kZstdSplit;
+}
 
 struct ShardWriterOptions {
   int zstd_level = 3;  // 0 = store uncompressed; 1..19 zstd levels
+  // Also try numbers as byte planes (codec zstd-split) and keep the
+  // smaller; false writes only codecs none and zstd, which topspin
+  // releases before codec zstd-split can read.
+  bool byte_planes = true;
 };
 
 // Where one chunk lives (the footer's chunk index, one per column per row group).
