@@ -89,6 +89,7 @@ Ours ConvertShop(const fs::path& input, const std::string& format, const DataBen
     writer.out = out;
     writer.threads = o.threads;
     writer.zstd_level = o.zstd_level;
+    writer.byte_planes = o.byte_planes;
     ours.manifest = Convert({input}, import, writer, false, {});
   });
   fs::remove_all(out);
@@ -112,9 +113,10 @@ BenchRow SparkRow(const fs::path& csv, double csv_core_rate, const DataBenchOpti
   fs::remove(summary);
   const std::string command = fmt::format(
       "{} '{}' '{}' --format csv --label label --group qid --master 'local[{}]' --partitions {} "
-      "--topspin '{}' --out '{}' --json '{}' -- --zstd-level {} 2>&1",
+      "--topspin '{}' --out '{}' --json '{}' -- --zstd-level {}{} 2>&1",
       PeerPython(), script.string(), csv.string(), o.threads, 2 * o.threads,
-      fs::read_symlink("/proc/self/exe").string(), out.string(), summary.string(), o.zstd_level);
+      fs::read_symlink("/proc/self/exe").string(), out.string(), summary.string(), o.zstd_level,
+      o.byte_planes ? "" : " --no-byte-planes");
   const auto [status, output] = RunCommand(command);
   fs::remove_all(out);
   if (status != 0 || !fs::exists(summary)) {
@@ -174,9 +176,12 @@ BenchTable RunConvertBench(const DataBenchOptions& o) {
     }
   }
   fs::remove(csv);
-  t.setup = fmt::format("{}; ours: {} threads, zstd level {}, stats + checksums; peers: Arrow "
-                        "threads {}, checked against our statistics; best of {}",
-                        setup, o.threads, o.zstd_level, o.threads, o.repeats);
+  t.setup = fmt::format(
+      "{}; ours: {} threads, zstd level {}{}, stats + checksums; peers: Arrow "
+      "threads {}, checked against our statistics; best of {}",
+      setup, o.threads, o.zstd_level,
+      o.byte_planes ? " (numbers also tried as byte planes)" : ", plain zstd", o.threads,
+      o.repeats);
   return t;
 }
 

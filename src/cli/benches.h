@@ -46,6 +46,7 @@ struct DataBenchOptions {
   int threads = 2;
   int repeats = 3;
   int zstd_level = 3;
+  bool byte_planes = true;  // shards may store numbers as byte planes (zstd-split)
   bool spark = true;  // convert: also scripts/spark/convert.py in local mode
 };
 

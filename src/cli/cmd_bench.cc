@@ -93,6 +93,8 @@ void RegisterBench(CLI::App& app) {
     cmd->add_option("--zstd-level", data.zstd_level, "shard compression level (0: none)")
         ->check(CLI::Range(0, 19))
         ->capture_default_str();
+    cmd->add_flag("--no-byte-planes{false}", data.byte_planes,
+                  "shards as plain zstd only (the format before codec zstd-split), to compare");
     cmd->add_option("--scratch", data.scratch, "where inputs are generated")->capture_default_str();
   };
   auto* read = bench->add_subcommand(

@@ -42,17 +42,21 @@ class ChunkEncoder {
 
   // Encodes `column` (at least one row, a consistent Column). Returns the
   // stored bytes (valid until the next call) and fills every field of
-  // `info` but `offset`. Values 2, 4 or 8 bytes wide are compressed both
-  // as they are and as byte planes (zstd-split), and the smaller is kept; a
-  // chunk that zstd does not shrink is stored uncompressed.
+  // `info` but `offset`. Values 2, 4 or 8 bytes wide are stored as byte
+  // planes (zstd-split) when their first kPlanesSample values compress
+  // smaller that way; a chunk that zstd does not shrink is stored
+  // uncompressed.
   std::span<const std::byte> Encode(const Column& column, ChunkInfo& info);
 
  private:
+  // Whether the first kPlanesSample values compress smaller as byte planes.
+  bool PlanesAreSmaller(std::span<const std::byte> values, size_t width);
   size_t StoreSections(const std::span<const std::byte> (&raw)[3], Codec codec, ChunkHeader& h);
   void EnsureScratch(size_t bytes);
 
+  static constexpr size_t kPlanesSample = 8192;
   std::vector<std::byte> split_;  // the values as byte planes
-  std::vector<std::byte> kept_;   // the other candidate's stored chunk
+  std::vector<std::byte> probe_;  // a sample's compressed bytes, to compare sizes
 
   struct CCtxFree {
     void operator()(ZSTD_CCtx* ctx) const { ZSTD_freeCCtx(ctx); }

@@ -416,59 +416,72 @@ TEST(Shard, BytePlanesJoinBackIntoTheValues) {
   }
 }
 
-// Numbers are compressed both ways and the smaller kept: small integers
-// and tokens as byte planes, clustered prices whichever is smaller, strings
-// and bytes never as planes; every value reads back.
+// Numbers are stored as byte planes when their first values compress
+// smaller that way: small integers, ids and tokens as planes, clustered
+// prices plain, strings and bytes never as planes; every value reads back.
+// Up to ChunkEncoder's sample (8,192 values) the choice is exact; beyond it
+// the sample (the first 8,192 values, or tokens) decides.
 TEST(Shard, NumbersKeepTheSmallerOfPlainAndBytePlanes) {
   testing::TempDir dir;
   const std::vector<ColumnSpec> schema = {{"count", DType::kInt32}, {"rating", DType::kFloat32},
                                           {"id", DType::kInt64},    {"title", DType::kString},
                                           {"flag", DType::kUInt8},  {"tokens", DType::kTokensU16}};
-  PhiloxStream rng(3);
-  Table t = Table::Empty(schema);
-  for (int r = 0; r < 20000; ++r) {
-    t.columns[0].AppendInt(static_cast<int64_t>(rng.NextBelow(100)));
-    if (r % 7 == 0) {
-      t.columns[1].AppendNull();
-    } else {
-      t.columns[1].AppendFloat(
-          std::round(std::clamp(4.3 + 0.5 * rng.NextNormal(), 1.0, 5.0) * 100) / 100);
+  const auto make = [&](int rows) {
+    PhiloxStream rng(3);
+    Table t = Table::Empty(schema);
+    for (int r = 0; r < rows; ++r) {
+      t.columns[0].AppendInt(static_cast<int64_t>(rng.NextBelow(100)));
+      if (r % 7 == 0) {
+        t.columns[1].AppendNull();
+      } else {
+        const double rating = std::clamp(4.3 + 0.5 * rng.NextNormal(), 1.0, 5.0);
+        t.columns[1].AppendFloat(std::round(rating * 100) / 100);
+      }
+      t.columns[2].AppendInt(static_cast<int64_t>(rng.NextBelow(1'000'000)));
+      t.columns[3].AppendString(fmt::format("item {}", rng.NextBelow(50)));
+      t.columns[4].AppendInt(static_cast<int64_t>(rng.NextBelow(3)));
+      uint32_t tokens[3];
+      for (auto& token : tokens) token = static_cast<uint32_t>(rng.NextBelow(200));
+      t.columns[5].AppendTokens(tokens);
     }
-    t.columns[2].AppendInt(static_cast<int64_t>(rng.NextBelow(1'000'000)));
-    t.columns[3].AppendString(fmt::format("item {}", rng.NextBelow(50)));
-    t.columns[4].AppendInt(static_cast<int64_t>(rng.NextBelow(3)));
-    const uint32_t tokens[3] = {static_cast<uint32_t>(rng.NextBelow(5000)), 7, 300};
-    t.columns[5].AppendTokens(tokens);
-  }
-  WriteShard(dir / "s.tshard", schema, {t}, 3);
-  const ShardReader reader(dir / "s.tshard");
-  const auto& chunks = reader.row_group(0).chunks;
-  EXPECT_EQ(chunks[0].codec, Codec::kZstdSplit);
-  EXPECT_EQ(chunks[2].codec, Codec::kZstdSplit);
-  EXPECT_EQ(chunks[3].codec, Codec::kZstd);
-  EXPECT_EQ(chunks[4].codec, Codec::kZstd);
-  EXPECT_EQ(chunks[5].codec, Codec::kZstdSplit);
-  EXPECT_EQ(chunks[1].codec, Codec::kZstd);  // clustered prices: plain zstd is smaller
-  // Each kept chunk is no larger than either candidate, compressed here alone.
+    return t;
+  };
   const auto zstd = [](std::span<const std::byte> bytes) -> size_t {
     if (bytes.empty()) return 0;
     std::vector<char> out(ZSTD_compressBound(bytes.size()));
     return ZSTD_compress(out.data(), out.size(), bytes.data(), bytes.size(), 3);
   };
-  for (size_t c : {0, 1, 2, 5}) {
-    const Column& col = t.columns[c];
-    const size_t width = shard_layout::SplitWidth(col.dtype());
-    std::vector<std::byte> planes(col.values().size());
-    shard_layout::SplitBytePlanes(col.values().data(), planes.size() / width, width, planes.data());
-    const size_t others = shard_layout::kChunkHeaderSize + zstd(std::as_bytes(col.validity())) +
-                          zstd(std::as_bytes(col.offsets()));
-    const size_t plain = others + zstd(col.values()), split = others + zstd(planes);
-    EXPECT_EQ(chunks[c].stored_size, std::min(plain, split)) << schema[c].name;
-    EXPECT_EQ(chunks[c].codec, split <= plain ? Codec::kZstdSplit : Codec::kZstd) << schema[c].name;
+  for (const int rows : {8000, 20000}) {
+    SCOPED_TRACE(rows);
+    const Table t = make(rows);
+    const fs::path path = dir / fmt::format("s{}.tshard", rows);
+    WriteShard(path, schema, {t}, 3);
+    const ShardReader reader(path);
+    const auto& chunks = reader.row_group(0).chunks;
+    EXPECT_EQ(chunks[0].codec, Codec::kZstdSplit);
+    EXPECT_EQ(chunks[1].codec, Codec::kZstd);  // clustered prices: plain zstd is smaller
+    EXPECT_EQ(chunks[2].codec, Codec::kZstdSplit);
+    EXPECT_EQ(chunks[3].codec, Codec::kZstd);
+    EXPECT_EQ(chunks[4].codec, Codec::kZstd);
+    EXPECT_EQ(chunks[5].codec, Codec::kZstdSplit);
+    if (rows <= 8192) {  // each number column is its own sample: no larger than either way
+      for (size_t c : {0, 1, 2}) {
+        const Column& col = t.columns[c];
+        const size_t width = shard_layout::SplitWidth(col.dtype());
+        std::vector<std::byte> planes(col.values().size());
+        shard_layout::SplitBytePlanes(col.values().data(), planes.size() / width, width,
+                                      planes.data());
+        const size_t others = shard_layout::kChunkHeaderSize + zstd(std::as_bytes(col.validity())) +
+                              zstd(std::as_bytes(col.offsets()));
+        const size_t plain = others + zstd(col.values()), split = others + zstd(planes);
+        EXPECT_EQ(chunks[c].stored_size, std::min(plain, split)) << schema[c].name;
+      }
+    }
+    ExpectSameTable(reader.ReadRowGroup(0), t);
+    reader.VerifyAll();
   }
-  ExpectSameTable(reader.ReadRowGroup(0), t);
-  reader.VerifyAll();
   // Without byte planes (for readers that predate them): zstd or none only.
+  const Table t = make(20000);
   {
     ShardWriter writer(dir / "p.tshard", schema, {.zstd_level = 3, .byte_planes = false});
     writer.WriteRowGroup(t);
