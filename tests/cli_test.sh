@@ -106,7 +106,11 @@ expect 0 "" -- "$bin" gen shop --queries 300 --seed 5 --out "$tmp/raw" --format 
 csv=$(ls "$tmp"/raw/*.csv | head -1)
 expect 0 "" -- "$bin" convert "$csv" --format csv --label label --group qid --out "$tmp/ds" --threads 2
 expect 0 "rows" -- "$bin" inspect "$tmp/ds"
+expect 0 "zstd-split" -- "$bin" inspect "$tmp/ds"  # numbers as byte planes where smaller
 expect 0 "" -- "$bin" inspect "$tmp/ds" --verify
+# --no-byte-planes: what topspin builds without codec zstd-split read.
+expect 0 "" -- "$bin" convert "$csv" --format csv --label label --group qid --out "$tmp/ds-plain" --no-byte-planes
+expect 0 '"zstd-split": 0' -- "$bin" inspect "$tmp/ds-plain" --json
 expect 2 "exists" -- "$bin" convert "$csv" --format csv --out "$tmp/ds"
 expect 2 "csvv not in" -- "$bin" convert "$csv" --format csvv --out "$tmp/ds2"
 # dataset diff: 0 when the same data, 1 with the differences listed, 2 on a user error.

@@ -3,8 +3,10 @@
 // every byte is intact. Exit status: 0 ok; 1 when --verify finds damage
 // (through ExitRequest, see cli/exit_request.h); 2 when DIR cannot be read
 // as a dataset at all (a missing directory or an invalid manifest.json).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -13,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_request.h"
+#include "data/shard_layout.h"
 #include "topspin/core/error.h"
 #include "topspin/core/files.h"
 #include "topspin/data/dataset.h"
@@ -46,6 +49,23 @@ uint64_t RowGroups(const Manifest& m) {
 
 double CompressionRatio(const Manifest& m) {
   return m.bytes() == 0 ? 0.0 : static_cast<double>(m.raw_bytes()) / m.bytes();
+}
+
+// Column chunks by codec over every shard's footer: what the writer chose
+// (docs/FORMAT.md, "Chunks").
+std::map<std::string, uint64_t> ChunksByCodec(const DatasetReader& reader) {
+  std::map<std::string, uint64_t> counts;
+  for (const Codec codec : {Codec::kNone, Codec::kZstd, Codec::kZstdSplit}) {
+    counts[shard_layout::CodecName(codec)] = 0;
+  }
+  for (size_t s = 0; s < reader.num_shards(); ++s) {
+    const ShardReader& shard = reader.shard(s);
+    for (size_t g = 0; g < shard.num_row_groups(); ++g) {
+      for (const ChunkInfo& c : shard.row_group(g).chunks)
+        ++counts[shard_layout::CodecName(c.codec)];
+    }
+  }
+  return counts;
 }
 
 // JSON cannot hold inf or NaN: those become strings, as in manifest.json.
@@ -104,7 +124,8 @@ Json SummaryJson(const DatasetReader& reader) {
          {"row_groups", RowGroups(m)},
          {"bytes", m.bytes()},
          {"raw_bytes", m.raw_bytes()},
-         {"compression_ratio", CompressionRatio(m)}};
+         {"compression_ratio", CompressionRatio(m)},
+         {"chunks_by_codec", ChunksByCodec(reader)}};
   j["columns"] = Json::array();
   for (const auto& spec : m.schema) j["columns"].push_back(ColumnJson(spec, m.stats.at(spec.name)));
   return j;
@@ -124,6 +145,18 @@ void PrintSummary(const DatasetReader& reader) {
   fmt::print("shards       {} ({} row groups)\n", m.shards.size(), RowGroups(m));
   fmt::print("bytes        {} on disk, {} raw, compression {:.2f}x\n", FormatBytes(m.bytes()),
              FormatBytes(m.raw_bytes()), CompressionRatio(m));
+  // Largest first: which codecs the writer chose for the column chunks.
+  const auto counts = ChunksByCodec(reader);
+  std::vector<std::pair<std::string, uint64_t>> codecs(counts.begin(), counts.end());
+  std::stable_sort(codecs.begin(), codecs.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string line;
+  uint64_t total = 0;
+  for (const auto& [name, n] : codecs) {
+    total += n;
+    if (n > 0) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", n, name);
+  }
+  fmt::print("chunks       {} column chunks{}{}\n", total, line.empty() ? "" : ": ", line);
 }
 
 void PrintColumns(const Manifest& m) {
