@@ -1,5 +1,6 @@
 #include "topspin/core/large_array.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -44,3 +45,18 @@ void Free(void* p, size_t bytes) {
 }
 
 }  // namespace topspin::large_array_internal
+
+namespace topspin {
+
+void PopulateForWrite(void* p, size_t bytes) {
+  constexpr size_t kWorthIt = size_t{64} << 10;
+  if (bytes < kWorthIt) return;
+  constexpr uintptr_t kPage = large_array_internal::kPage;
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + kPage - 1) / kPage * kPage;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes) / kPage * kPage;
+  if (last > first) {
+    (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+  }
+}
+
+}  // namespace topspin

@@ -1,7 +1,10 @@
 #include "topspin/core/large_array.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -22,6 +25,23 @@ TEST(LargeArray, HoldsAlignedWritableMemoryAndMoves) {
   }
   LargeArray<float> empty(0);
   EXPECT_EQ(empty.data(), nullptr);
+}
+
+// Populating is advice: whatever the range's alignment and size, the
+// memory keeps what was written to it.
+TEST(LargeArray, PopulateForWriteKeepsTheContents) {
+  std::vector<uint32_t> v(300000);
+  std::iota(v.begin(), v.end(), 7u);
+  for (const auto [begin, count] :
+       {std::pair<size_t, size_t>{0, v.size()}, {13, 100000}, {1001, 10}, {299999, 1}, {0, 0}}) {
+    PopulateForWrite(v.data() + begin, count * sizeof(uint32_t));
+  }
+  for (size_t k = 0; k < v.size(); ++k) ASSERT_EQ(v[k], k + 7) << k;
+  std::vector<uint32_t> fresh;
+  fresh.reserve(200000);
+  PopulateForWrite(fresh.data(), fresh.capacity() * sizeof(uint32_t));
+  fresh.assign(200000, 5u);
+  EXPECT_EQ(std::count(fresh.begin(), fresh.end(), 5u), 200000);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "topspin/core/hash.h"
+#include "topspin/core/large_array.h"
 #include "topspin/core/simd.h"
 
 namespace topspin::shard_layout {
@@ -145,6 +146,23 @@ uint64_t DecodeSection(std::span<const std::byte> stored, uint64_t at, const Sec
     JoinBytePlanes(planes.data(), s.raw / split_width, split_width, static_cast<std::byte*>(dst));
   }
   return at + s.stored;
+}
+
+// Sizes a reused buffer for a chunk's `n` decoded elements. Row groups end
+// at group boundaries, so one column's chunks differ by a few rows: a
+// buffer that must grow gets 1/8 more, so that the next chunk fits; its
+// old contents are not copied (they are about to be overwritten); and its
+// new pages are populated in one call, not faulted in one at a time.
+// Without this, a pipeline worker's reused table grew (and copied) every
+// column twice in its first loads (docs/BENCHMARKS.md, "pipeline").
+template <typename T>
+void SizeForDecode(std::vector<T>& v, size_t n) {
+  if (v.capacity() < n) {
+    std::vector<T>().swap(v);  // give the old buffer back first
+    v.reserve(n + n / 8);
+    PopulateForWrite(v.data(), v.capacity() * sizeof(T));
+  }
+  v.resize(n);
 }
 
 // Column::FromBuffers checks offsets and bool values; its messages start
@@ -426,9 +444,9 @@ Column DecodeChunk(std::span<const std::byte> stored, const ChunkInfo& info, con
   std::vector<uint8_t> validity = std::move(reuse.validity);
   std::vector<uint64_t> offsets = std::move(reuse.offsets);
   std::vector<std::byte> values = std::move(reuse.values);
-  validity.resize(h.validity.raw);
-  offsets.resize(h.offsets.raw / sizeof(uint64_t));
-  values.resize(h.values.raw);
+  SizeForDecode(validity, h.validity.raw);
+  SizeForDecode(offsets, h.offsets.raw / sizeof(uint64_t));
+  SizeForDecode(values, h.values.raw);
   uint64_t at = kChunkHeaderSize;
   at = DecodeSection(stored, at, h.validity, info.codec, validity.data(), 0, where);
   at = DecodeSection(stored, at, h.offsets, info.codec, offsets.data(), 1, where);

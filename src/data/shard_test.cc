@@ -339,6 +339,32 @@ TEST(Shard, ReadingIntoATableReusesItsMemory) {
   ExpectSameColumn(table.columns[1], groups[2].columns[0]);
 }
 
+// Row groups end at group boundaries, so one column's chunks differ by a
+// few rows; after the first read, a reused table must not grow (and copy)
+// again for a chunk a little larger than the one before.
+TEST(Shard, ReadingChunksOfSlightlyMoreRowsReusesTheMemory) {
+  testing::TempDir dir;
+  PhiloxStream rng(6);
+  const std::vector<ColumnSpec> schema = {{"f", DType::kFloat32}, {"i", DType::kInt64}};
+  const std::vector<size_t> rows = {20000, 20011, 19990, 20250, 21000};
+  std::vector<Table> groups;
+  for (size_t n : rows) groups.push_back(RandomTable(schema, n, rng, 0.0));
+  WriteShard(dir / "grow.tshard", schema, groups);
+  const ShardReader reader(dir / "grow.tshard");
+  const std::vector<size_t> projection = {0, 1};
+  Table table;
+  reader.ReadRowGroupInto(0, projection, table);
+  const std::byte* f = table.columns[0].values().data();
+  const std::byte* i = table.columns[1].values().data();
+  for (size_t g = 0; g < rows.size(); ++g) {
+    reader.ReadRowGroupInto(g, projection, table);
+    ExpectSameColumn(table.columns[0], groups[g].columns[0]);
+    ExpectSameColumn(table.columns[1], groups[g].columns[1]);
+    EXPECT_EQ(table.columns[0].values().data(), f) << "row group " << g;
+    EXPECT_EQ(table.columns[1].values().data(), i) << "row group " << g;
+  }
+}
+
 TEST(Shard, ParallelReadsFromOneReader) {
   testing::TempDir dir;
   PhiloxStream rng(11);
