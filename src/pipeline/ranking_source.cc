@@ -232,18 +232,21 @@ class RankingSource final : public Source {
   const std::vector<uint64_t>& sparse_cardinalities() const override { return cardinalities_; }
 
  private:
-  // Rows [first, last) of the decoded `table` through every chain, straight
-  // into `unit`'s compact layout, `block_rows` at a time: values
-  // row-major, missing flags as one byte per row and 8 flags (a plane, in
-  // this thread's reused scratch), then packed into each row's flag bytes.
-  // Blocks are small enough that the rows being written stay in L1.
+  // Rows [first, last) of the decoded `table` through every chain into
+  // `unit`'s compact layout, `block_rows` at a time: each chain's values
+  // into a column of this thread's tile, then the tile transposed into the
+  // unit's row-major values; missing flags as one byte per row and 8 flags
+  // (a plane, in this thread's reused scratch), then packed into each
+  // row's flag bytes. Blocks are small enough that the tile stays in L1.
   void TransformRows(const Table& table, size_t first, size_t last, size_t block_rows,
                      RankingUnit& unit) const {
     const size_t c = sparse_names_.size();
     thread_local std::vector<int64_t> sparse;
     thread_local std::vector<uint8_t> planes;
+    thread_local std::vector<float> tile;  // [values_][block_rows]: each chain's block contiguous
     sparse.resize(block_rows * c);
     planes.resize(block_rows * flag_bytes_);
+    tile.resize(block_rows * values_);
     for (size_t begin = first; begin < last; begin += block_rows) {
       const size_t n = std::min(block_rows, last - begin);
       std::fill(planes.begin(), planes.end(), uint8_t{0});
@@ -259,8 +262,7 @@ class RankingSource final : public Source {
             bit = static_cast<uint8_t>(1u << (flag % 8));
             ++flag;
           }
-          RunDenseChainCompact(chain, a, begin, n, unit.values.data() + begin * values_ + value,
-                               values_, plane, bit);
+          RunDenseChainCompact(chain, a, begin, n, tile.data() + value * block_rows, 1, plane, bit);
           ++value;
         } else {
           const Column* b = chain.columns.size() == 2 ? &table.columns[chain_at_[i][1]] : nullptr;
@@ -268,6 +270,7 @@ class RankingSource final : public Source {
           ++sparse_at;
         }
       }
+      TransposeTile(tile.data(), block_rows, values_, n, unit.values.data() + begin * values_);
       PackFlagsAndIds(planes.data(), block_rows, sparse.data(), begin, n, unit);
     }
   }

@@ -283,7 +283,11 @@ void RunDenseChainCompact(const FeatureChain& chain, const Column& column, size_
     LoadFloats(column, begin + at, m, x);
     ValueOps(chain, x, m, missing);
     float* v = values + at * stride;
-    for (size_t i = 0; i < m; ++i) v[i * stride] = x[i];
+    if (stride == 1) {
+      std::memcpy(v, x, m * sizeof(float));
+    } else {
+      for (size_t i = 0; i < m; ++i) v[i * stride] = x[i];
+    }
     if (flag) {
       uint8_t* f = flags + at;
       for (size_t i = 0; i < m; ++i) f[i] |= missing[i] != 0.0f ? flag_bit : uint8_t{0};
@@ -341,6 +345,63 @@ void InterleavePairRows(const float* values, const uint8_t* flags, size_t rows, 
   if (avx512) return InterleavePairRowsAvx512(values, flags, rows, n, flag_bytes, out);
 #endif
   InterleavePairRowsScalar(values, flags, rows, n, flag_bytes, out);
+}
+
+namespace {
+
+void TransposeTileScalar(const float* tile, size_t tile_stride, size_t n, size_t rows,
+                         size_t first_row, float* out) {
+  for (size_t r = first_row; r < rows; ++r) {
+    for (size_t j = 0; j < n; ++j) out[r * n + j] = tile[j * tile_stride + r];
+  }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// Rows [0, rows - rows % 8) in 8 x 8 blocks (the classic unpack, shuffle,
+// permute sequence); a row's last n % 8 values one at a time.
+__attribute__((target("avx"))) size_t TransposeTileAvx(const float* tile, size_t tile_stride,
+                                                       size_t n, size_t rows, float* out) {
+  const size_t full_rows = rows / 8 * 8, full_n = n / 8 * 8;
+  for (size_t r = 0; r < full_rows; r += 8) {
+    for (size_t j = 0; j < full_n; j += 8) {
+      const float* in = tile + j * tile_stride + r;
+      __m256 a[8];
+      for (size_t k = 0; k < 8; ++k) a[k] = _mm256_loadu_ps(in + k * tile_stride);
+      __m256 t[8];
+      for (size_t k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(a[k], a[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(a[k], a[k + 1]);
+      }
+      __m256 u[8];
+      for (size_t k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      float* o = out + r * n + j;
+      for (size_t k = 0; k < 4; ++k) {
+        _mm256_storeu_ps(o + k * n, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(o + (k + 4) * n, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+      }
+    }
+    for (size_t k = 0; k < 8; ++k) {
+      for (size_t j = full_n; j < n; ++j) out[(r + k) * n + j] = tile[j * tile_stride + r + k];
+    }
+  }
+  return full_rows;
+}
+#endif
+
+}  // namespace
+
+void TransposeTile(const float* tile, size_t tile_stride, size_t n, size_t rows, float* out) {
+  size_t done = 0;
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx = __builtin_cpu_supports("avx");
+  if (avx) done = TransposeTileAvx(tile, tile_stride, n, rows, out);
+#endif
+  TransposeTileScalar(tile, tile_stride, n, rows, done, out);
 }
 
 TOPSPIN_VECTOR_CLONES

@@ -257,6 +257,25 @@ TEST(Transform, InterleavePairRowsAlternatesValuesAndFlagBits) {
   }
 }
 
+TEST(Transform, TransposeTileLaysColumnsIntoRows) {
+  for (const size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{24}, size_t{37}}) {
+    for (const size_t rows : {size_t{0}, size_t{1}, size_t{8}, size_t{13}, size_t{256}}) {
+      const size_t stride = rows + 5;  // the tile's columns are longer than the rows used
+      std::vector<float> tile(n * stride);
+      for (size_t i = 0; i < tile.size(); ++i) tile[i] = static_cast<float>(i) + 0.25f;
+      std::vector<float> out(rows * n + 1, -7.0f);
+      TransposeTile(tile.data(), stride, n, rows, out.data());
+      for (size_t r = 0; r < rows; ++r) {
+        for (size_t j = 0; j < n; ++j) {
+          ASSERT_EQ(out[r * n + j], tile[j * stride + r])
+              << n << " " << rows << " " << r << " " << j;
+        }
+      }
+      EXPECT_EQ(out[rows * n], -7.0f);  // nothing past the rows
+    }
+  }
+}
+
 TEST(Transform, WidenInt32KeepsEveryValue) {
   const std::vector<int32_t> in = {0, 1, -1, 262143, std::numeric_limits<int32_t>::min(),
                                    std::numeric_limits<int32_t>::max(), 7, 8, 9, 10, 11, 12, 13,

@@ -138,4 +138,11 @@ void WidenInt32(const int32_t* in, size_t n, int64_t* out);
 // out[r * 2n + 2j + 1] = bit j % 8 of flags[r * flag_bytes + j / 8] (0 or 1).
 void InterleavePairRows(const float* values, const uint8_t* flags, size_t rows, size_t n,
                         size_t flag_bytes, float* out);
+// Row-major rows from a column-major tile: out[r * n + j] =
+// tile[j * tile_stride + r] for r < rows <= tile_stride and j < n. The
+// transform writes each chain's block of values contiguously into a tile
+// and this lays them into the cache's rows, 8 x 8 at a time with AVX,
+// where storing each value at its row's place took a store per value
+// into a line of its own.
+void TransposeTile(const float* tile, size_t tile_stride, size_t n, size_t rows, float* out);
 }  // namespace topspin
