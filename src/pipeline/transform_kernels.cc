@@ -280,12 +280,12 @@ void RunDenseChainCompact(const FeatureChain& chain, const Column& column, size_
   const bool flag = chain.width() == 2 && flags != nullptr;
   for (size_t at = 0; at < n; at += kTransformBlock) {
     const size_t m = std::min(kTransformBlock, n - at);
-    LoadFloats(column, begin + at, m, x);
-    ValueOps(chain, x, m, missing);
+    // Contiguous values (a tile's column) are transformed in place.
     float* v = values + at * stride;
-    if (stride == 1) {
-      std::memcpy(v, x, m * sizeof(float));
-    } else {
+    float* xs = stride == 1 ? v : x;
+    LoadFloats(column, begin + at, m, xs);
+    ValueOps(chain, xs, m, missing);
+    if (stride != 1) {
       for (size_t i = 0; i < m; ++i) v[i * stride] = x[i];
     }
     if (flag) {
