@@ -150,17 +150,19 @@ uint64_t DecodeSection(std::span<const std::byte> stored, uint64_t at, const Sec
 
 // Sizes a reused buffer for a chunk's `n` decoded elements. Row groups end
 // at group boundaries, so one column's chunks differ by a few rows: a
-// buffer that must grow gets 1/8 more, so that the next chunk fits; its
-// old contents are not copied (they are about to be overwritten); and its
-// new pages are populated in one call, not faulted in one at a time.
-// Without this, a pipeline worker's reused table grew (and copied) every
-// column twice in its first loads (docs/BENCHMARKS.md, "pipeline").
+// buffer that must grow reserves 1/8 more, so that the next chunk fits;
+// its old contents are not copied (they are about to be overwritten); and
+// the pages for the `n` elements are populated in one call, not faulted
+// in one at a time (the headroom stays untouched, so a column read once
+// holds no more memory than it uses). Without this, a pipeline worker's
+// reused table grew (and copied) every column twice in its first loads
+// (docs/BENCHMARKS.md, "pipeline").
 template <typename T>
 void SizeForDecode(std::vector<T>& v, size_t n) {
   if (v.capacity() < n) {
     std::vector<T>().swap(v);  // give the old buffer back first
     v.reserve(n + n / 8);
-    PopulateForWrite(v.data(), v.capacity() * sizeof(T));
+    PopulateForWrite(v.data(), n * sizeof(T));
   }
   v.resize(n);
 }
