@@ -31,7 +31,7 @@ void* Allocate(size_t bytes) {
   const size_t mapped = MappedBytes(bytes);
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  (void)madvise(p, mapped, MADV_POPULATE_WRITE);  // advice only: failure is harmless
+  PopulateForWrite(p, mapped);
   return p;
 }
 

@@ -332,8 +332,10 @@ std::span<const std::byte> ChunkEncoder::Encode(const Column& column, ChunkInfo&
   const size_t width = byte_planes_ ? SplitWidth(column.dtype()) : 0;
   std::span<const std::byte> sections[3] = {raw[0], raw[1], raw[2]};
   if (codec == Codec::kZstd && width > 0 && !raw[2].empty() && PlanesAreSmaller(raw[2], width)) {
-    split_.resize(raw[2].size());
-    SplitBytePlanes(raw[2].data(), raw[2].size() / width, width, split_.data());
+    if (split_.size() != raw[2].size()) {  // the sample held only the first values
+      split_.resize(raw[2].size());
+      SplitBytePlanes(raw[2].data(), raw[2].size() / width, width, split_.data());
+    }
     sections[2] = split_;
     codec = Codec::kZstdSplit;
   }

@@ -49,7 +49,8 @@ class ChunkEncoder {
   std::span<const std::byte> Encode(const Column& column, ChunkInfo& info);
 
  private:
-  // Whether the first kPlanesSample values compress smaller as byte planes.
+  // Whether the first kPlanesSample values compress smaller as byte planes;
+  // leaves their planes in split_ (the whole chunk's when it is that small).
   bool PlanesAreSmaller(std::span<const std::byte> values, size_t width);
   size_t StoreSections(const std::span<const std::byte> (&raw)[3], Codec codec, ChunkHeader& h);
   void EnsureScratch(size_t bytes);
